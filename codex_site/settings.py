@@ -1,0 +1,191 @@
+"""Settings for Agent Codex, read from the environment in this one file.
+
+A fresh checkout runs on SQLite with no configuration at all. Production sets
+``SECRET_KEY``, ``DATABASE_URL``, ``CODEX_PUBLIC_URL`` and ``ALLOWED_HOSTS``; a
+non-debug start without ``SECRET_KEY`` refuses to run.
+"""
+
+import os
+import sys
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(os.environ.get("CODEX_VAR_DIR", BASE_DIR / "var"))
+
+
+def envbool(name: str, default: bool) -> bool:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    if value.lower() in {"1", "true", "yes", "on"}:
+        return True
+    if value.lower() in {"0", "false", "no", "off"}:
+        return False
+    raise ImproperlyConfigured(f"{name} must be a boolean (1/0, true/false), not {value!r}")
+
+
+def envint(name: str, default: int) -> int:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be an integer, not {value!r}") from None
+
+
+def envlist(name: str, default: list[str]) -> list[str]:
+    value = os.environ.get(name)
+    if value is None or value.strip() == "":
+        return default
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+# `manage.py test` runs with its own throwaway key and fast hashing; nothing else does.
+TESTING = len(sys.argv) > 1 and sys.argv[1] == "test"
+
+DEBUG = envbool("DJANGO_DEBUG", False)
+
+SECRET_KEY = os.environ.get("SECRET_KEY", "")
+if not SECRET_KEY:
+    if TESTING:
+        SECRET_KEY = "test-only-key-not-for-production-" + "x" * 32
+    elif DEBUG:
+        # A local development key, made once and kept out of git (var/ is ignored),
+        # so signed cursors and sessions survive restarts of `make run`.
+        from django.core.management.utils import get_random_secret_key
+
+        key_file = VAR_DIR / "dev-secret-key"
+        if not key_file.exists():
+            VAR_DIR.mkdir(parents=True, exist_ok=True)
+            key_file.write_text(get_random_secret_key())
+            key_file.chmod(0o600)
+        SECRET_KEY = key_file.read_text().strip()
+    else:
+        # A plain message and exit status 1, not a traceback: this is an operator's mistake.
+        sys.exit(
+            "Agent Codex refuses to start: SECRET_KEY is not set. Set the SECRET_KEY environment "
+            "variable to a long random value, or set DJANGO_DEBUG=1 for local development."
+        )
+
+# The public base URL of this server: the MCP resource is <base>/mcp, the OAuth issuer <base>/o.
+CODEX_PUBLIC_URL = os.environ.get("CODEX_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
+_public = urlsplit(CODEX_PUBLIC_URL)
+if _public.scheme not in {"http", "https"} or not _public.netloc or _public.path not in {"", "/"}:
+    raise ImproperlyConfigured(
+        f"CODEX_PUBLIC_URL must be an origin like https://codex.example.com, not {CODEX_PUBLIC_URL!r}"
+    )
+CODEX_RESOURCE_URL = CODEX_PUBLIC_URL + "/mcp"
+CODEX_ISSUER_URL = CODEX_PUBLIC_URL + "/o"
+
+ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", [_public.hostname or "127.0.0.1", "127.0.0.1", "localhost", "[::1]"])
+# Origins a browser-based MCP client may call /mcp from; requests without Origin are not browsers.
+CODEX_ALLOWED_ORIGINS = envlist("CODEX_ALLOWED_ORIGINS", [CODEX_PUBLIC_URL])
+CSRF_TRUSTED_ORIGINS = [CODEX_PUBLIC_URL]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "oauth2_provider",
+    "notebook",
+    "mcp_endpoint",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "codex_site.urls"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+ASGI_APPLICATION = "codex_site.asgi.application"
+
+# SQLite by default: embedded, WAL so readers never wait for the writer, IMMEDIATE
+# transactions and a busy timeout so concurrent writers queue instead of failing
+# with "database is locked".
+SQLITE_PATH = Path(os.environ.get("CODEX_SQLITE_PATH", VAR_DIR / "codex.sqlite3"))
+if os.environ.get("DATABASE_URL"):
+    DATABASES = {"default": dj_database_url.parse(os.environ["DATABASE_URL"], conn_max_age=0)}
+else:
+    SQLITE_PATH.parent.mkdir(parents=True, exist_ok=True)
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": SQLITE_PATH,
+            "OPTIONS": {
+                "timeout": 20,
+                "transaction_mode": "IMMEDIATE",
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            },
+        }
+    }
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+if TESTING:
+    PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "static"
+
+LOGIN_URL = "/accounts/login/"
+
+# Production hardening that only makes sense behind HTTPS.
+if _public.scheme == "https":
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+OAUTH2_PROVIDER = {
+    "SCOPES": {"notes:read": "Read your notes", "notes:write": "Write your notes"},
+    "DEFAULT_SCOPES": ["notes:read"],
+    "ACCESS_TOKEN_EXPIRE_SECONDS": envint("CODEX_ACCESS_TOKEN_SECONDS", 3600),
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("CODEX_LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}

@@ -1,0 +1,107 @@
+"""Operators' view of codexes. Read-only: an edit here would bypass the services,
+skipping revisions, fingerprints and the search columns."""
+
+from django.contrib import admin
+from django.db.models import Count, Max, QuerySet
+from django.http import HttpRequest
+
+from notebook.models import Codex, Entry, EntryRevision, RequestKey
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+
+class ReadOnlyInline(admin.TabularInline):
+    extra = 0
+    can_delete = False
+    show_change_link = False
+
+    def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+
+@admin.register(Codex)
+class CodexAdmin(ReadOnlyAdmin):
+    list_display = ["owner", "entry_count", "last_activity", "created_at"]
+    search_fields = ["owner__username", "owner__email"]
+    ordering = ["owner__username"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Codex]:
+        return (
+            super()
+            .get_queryset(request)
+            .select_related("owner")
+            .annotate(entry_count=Count("entries"), last_activity=Max("entries__updated_at"))
+        )
+
+    @admin.display(description="entries", ordering="entry_count")
+    def entry_count(self, codex: Codex) -> int:
+        return codex.entry_count  # type: ignore[attr-defined]
+
+    @admin.display(description="last activity", ordering="last_activity")
+    def last_activity(self, codex: Codex):  # noqa: ANN201 - a datetime or None
+        return codex.last_activity  # type: ignore[attr-defined]
+
+
+class EntryRevisionInline(ReadOnlyInline):
+    model = EntryRevision
+    fields = ["revision", "title", "content", "tags", "related_agent_ids", "provenance", "recorded_at"]
+    readonly_fields = fields
+    ordering = ["-revision"]
+
+
+class TagFilter(admin.SimpleListFilter):
+    """Exact, case-sensitive tag filter, served by the tag index."""
+
+    title = "tag"
+    parameter_name = "tag"
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin):  # noqa: ANN201
+        values = (
+            Entry.tag_rows.rel.related_model.objects.values_list("value", flat=True).distinct().order_by("value")[:50]
+        )
+        return [(value, value) for value in values]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Entry]) -> QuerySet[Entry]:
+        if self.value():
+            return queryset.filter(tag_rows__value=self.value())
+        return queryset
+
+
+@admin.register(Entry)
+class EntryAdmin(ReadOnlyAdmin):
+    list_display = ["id", "title", "codex", "revision", "content_bytes", "updated_at"]
+    list_filter = [("codex", admin.RelatedOnlyFieldListFilter), TagFilter]
+    search_fields = ["=id", "title"]
+    ordering = ["id"]
+    exclude = ["search_title", "search_content", "search_tags"]
+    inlines = [EntryRevisionInline]
+
+    def get_search_results(self, request: HttpRequest, queryset: QuerySet[Entry], search_term: str):  # noqa: ANN201
+        # "=id" on a UUID field raises on text that is not a UUID; search titles only then.
+        import uuid
+
+        try:
+            uuid.UUID(search_term.strip())
+        except ValueError:
+            return queryset.filter(title__icontains=search_term.strip()), False
+        return super().get_search_results(request, queryset, search_term)
+
+
+@admin.register(RequestKey)
+class RequestKeyAdmin(ReadOnlyAdmin):
+    list_display = ["request_id", "codex", "entry", "fingerprint", "created_at"]
+    list_filter = [("codex", admin.RelatedOnlyFieldListFilter)]
+    search_fields = ["request_id"]
+    ordering = ["-created_at"]

@@ -1,0 +1,155 @@
+"""The notebook's tables. Every invariant the services rely on is also a named
+database constraint, so that no code path (admin, shell, a future bug) can
+store an entry the contract forbids."""
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+# Contract section 3, in one place for validation, constraints and docs.
+CONTENT_MAX_BYTES = 65_536
+TITLE_MAX_CHARS = 200
+TAGS_MAX_ITEMS = 32
+TAG_MAX_CHARS = 64
+RELATED_AGENTS_MAX_ITEMS = 32
+RELATED_AGENT_MAX_CHARS = 512
+PROVENANCE_MAX_DEPTH = 8
+PROVENANCE_MAX_BYTES = 8_192
+REQUEST_ID_MAX_CHARS = 128
+
+
+class Codex(models.Model):
+    """One person's notebook. Created on that person's first authorized call."""
+
+    owner = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="codex")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name_plural = "codexes"
+
+    def __str__(self) -> str:
+        return f"codex of {self.owner}"
+
+
+class Entry(models.Model):
+    """The current state of one field note.
+
+    ``tags``, ``related_agent_ids`` and ``provenance`` hold exactly what the
+    agent sent (order kept). The ``search_*`` columns hold the NFKC-normalized,
+    case-folded text that search compares against; they are derived on every
+    write by the services and never shown.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    codex = models.ForeignKey(Codex, on_delete=models.CASCADE, related_name="entries")
+    revision = models.PositiveIntegerField()
+    title = models.CharField(max_length=TITLE_MAX_CHARS, null=True, blank=True)
+    content = models.TextField()
+    content_bytes = models.PositiveIntegerField()
+    tags = models.JSONField(default=list)
+    related_agent_ids = models.JSONField(default=list)
+    provenance = models.JSONField(null=True, blank=True)
+    search_title = models.TextField(default="", blank=True)
+    search_content = models.TextField(default="", blank=True)
+    search_tags = models.JSONField(default=list)
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        verbose_name_plural = "entries"
+        # Search walks a codex in id order; this index serves that walk.
+        indexes = [models.Index(fields=["codex", "id"], name="notebook_entry_codex_id")]
+        constraints = [
+            models.CheckConstraint(condition=Q(revision__gte=1), name="notebook_entry_revision_positive"),
+            models.CheckConstraint(
+                condition=Q(content_bytes__gte=1, content_bytes__lte=CONTENT_MAX_BYTES),
+                name="notebook_entry_content_bytes_in_range",
+            ),
+            models.CheckConstraint(
+                condition=~Q(title=""),
+                name="notebook_entry_title_not_empty",
+            ),
+            models.CheckConstraint(
+                condition=Q(updated_at__gte=models.F("created_at")),
+                name="notebook_entry_updated_after_created",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.title or str(self.id)
+
+
+class EntryRevision(models.Model):
+    """A full snapshot of an entry as it was at one revision (for operators)."""
+
+    entry = models.ForeignKey(Entry, on_delete=models.CASCADE, related_name="revisions")
+    revision = models.PositiveIntegerField()
+    title = models.CharField(max_length=TITLE_MAX_CHARS, null=True, blank=True)
+    content = models.TextField()
+    tags = models.JSONField(default=list)
+    related_agent_ids = models.JSONField(default=list)
+    provenance = models.JSONField(null=True, blank=True)
+    recorded_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["entry", "-revision"]
+        constraints = [
+            models.UniqueConstraint(fields=["entry", "revision"], name="notebook_entryrevision_unique_per_entry"),
+            models.CheckConstraint(condition=Q(revision__gte=1), name="notebook_entryrevision_revision_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.entry_id} r{self.revision}"
+
+
+class EntryTag(models.Model):
+    """An exact index of one entry's tags, so a tag filter narrows candidates
+    in the database. The entry's ``tags`` list stays the source of truth."""
+
+    codex = models.ForeignKey(Codex, on_delete=models.CASCADE, related_name="+")
+    entry = models.ForeignKey(Entry, on_delete=models.CASCADE, related_name="tag_rows")
+    value = models.CharField(max_length=TAG_MAX_CHARS)
+
+    class Meta:
+        indexes = [models.Index(fields=["codex", "value", "entry"], name="notebook_entrytag_lookup")]
+        constraints = [
+            models.UniqueConstraint(fields=["entry", "value"], name="notebook_entrytag_unique_per_entry"),
+            models.CheckConstraint(condition=~Q(value=""), name="notebook_entrytag_not_empty"),
+        ]
+
+
+class EntryRelatedAgent(models.Model):
+    """An exact index of one entry's related agent ids (see ``EntryTag``)."""
+
+    codex = models.ForeignKey(Codex, on_delete=models.CASCADE, related_name="+")
+    entry = models.ForeignKey(Entry, on_delete=models.CASCADE, related_name="related_agent_rows")
+    value = models.CharField(max_length=RELATED_AGENT_MAX_CHARS)
+
+    class Meta:
+        indexes = [models.Index(fields=["codex", "value", "entry"], name="notebook_entryagent_lookup")]
+        constraints = [
+            models.UniqueConstraint(fields=["entry", "value"], name="notebook_entryagent_unique_per_entry"),
+            models.CheckConstraint(condition=~Q(value=""), name="notebook_entryagent_not_empty"),
+        ]
+
+
+class RequestKey(models.Model):
+    """Remembers which entry a save's request id created, and what input it carried."""
+
+    codex = models.ForeignKey(Codex, on_delete=models.CASCADE, related_name="request_keys")
+    request_id = models.CharField(max_length=REQUEST_ID_MAX_CHARS)
+    fingerprint = models.CharField(max_length=64, help_text="SHA-256 of the canonical JSON of the entry input")
+    entry = models.ForeignKey(Entry, on_delete=models.CASCADE, related_name="request_keys")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["codex", "request_id"], name="notebook_requestkey_unique_per_codex"),
+            models.CheckConstraint(condition=~Q(request_id=""), name="notebook_requestkey_request_id_not_empty"),
+        ]
+
+    def __str__(self) -> str:
+        return self.request_id
+

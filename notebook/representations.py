@@ -1,0 +1,57 @@
+"""The wire shapes of contract section 4: Entry, EntrySummary and a search page."""
+
+import datetime as dt
+from typing import Any
+
+from notebook.models import Entry
+from notebook.selectors import EXCERPT_CHARS, SearchPage
+
+
+def rfc3339_ms(moment: dt.datetime) -> str:
+    """RFC 3339 in UTC with millisecond precision, e.g. 2026-11-30T12:34:56.789Z."""
+    moment = moment.astimezone(dt.UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def _common(entry: Entry) -> dict[str, Any]:
+    data: dict[str, Any] = {"id": str(entry.id), "revision": entry.revision}
+    if entry.title is not None:
+        data["title"] = entry.title
+    return data
+
+
+def entry_dict(entry: Entry) -> dict[str, Any]:
+    data = _common(entry)
+    data["content"] = entry.content
+    data["tags"] = list(entry.tags)
+    data["relatedAgentIds"] = list(entry.related_agent_ids)
+    if entry.provenance is not None:
+        data["provenance"] = entry.provenance
+    data["createdAt"] = rfc3339_ms(entry.created_at)
+    data["updatedAt"] = rfc3339_ms(entry.updated_at)
+    return data
+
+
+def entry_summary_dict(entry: Entry) -> dict[str, Any]:
+    data = _common(entry)
+    data["tags"] = list(entry.tags)
+    data["relatedAgentIds"] = list(entry.related_agent_ids)
+    data["createdAt"] = rfc3339_ms(entry.created_at)
+    data["updatedAt"] = rfc3339_ms(entry.updated_at)
+    excerpt = getattr(entry, "excerpt", None)
+    data["excerpt"] = excerpt if excerpt is not None else entry.content[:EXCERPT_CHARS]
+    data["contentBytes"] = entry.content_bytes
+    return data
+
+
+def search_page_dict(page: SearchPage) -> dict[str, Any]:
+    data: dict[str, Any] = {"entries": [entry_summary_dict(entry) for entry in page.entries]}
+    if page.next_cursor is not None:
+        data["nextCursor"] = page.next_cursor
+    data["coverage"] = {
+        "storage": "active-only",
+        "mode": "literal-substring-v1",
+        "scanned": page.scanned,
+        "hasMore": page.has_more,
+    }
+    return data

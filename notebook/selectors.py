@@ -1,0 +1,128 @@
+"""Reads: get and search (contract 5)."""
+
+import hashlib
+import uuid
+from dataclasses import dataclass
+
+from django.core import signing
+from django.db.models import QuerySet
+from django.db.models.functions import Substr
+
+from notebook.exceptions import InvalidArgument, NotFound
+from notebook.models import Codex, Entry
+from notebook.validation import SearchParams, canonical_json, normalize_for_search
+
+# One message for "missing" and "someone else's", so the answer reveals nothing.
+NOT_FOUND_MESSAGE = "no entry with this id exists in your codex"
+
+EXCERPT_CHARS = 160
+CANDIDATES_PER_PAGE = 100
+_CURSOR_SALT = "notebook.search.cursor.v1"
+_BAD_CURSOR = (
+    "cursor is not valid for this search: it was altered, comes from another codex, "
+    "or was issued for different query/tag/relatedAgentId filters"
+)
+
+
+@dataclass(frozen=True)
+class SearchPage:
+    entries: list[Entry]
+    next_cursor: str | None
+    scanned: int
+    has_more: bool
+
+
+def entry_get(*, codex: Codex, entry_id: uuid.UUID) -> Entry:
+    """The entry with full content, or ``not_found`` if it is missing or in another codex."""
+    entry = Entry.objects.filter(codex=codex, pk=entry_id).first()
+    if entry is None:
+        raise NotFound(NOT_FOUND_MESSAGE)
+    return entry
+
+
+def _cursor_binding(codex: Codex, params: SearchParams) -> str:
+    """Ties a cursor to its codex and filters without revealing either."""
+    bound = canonical_json([codex.pk, params.query, params.tag, params.related_agent_id])
+    return hashlib.sha256(bound.encode("utf-8")).hexdigest()[:32]
+
+
+def _encode_cursor(codex: Codex, params: SearchParams, after: uuid.UUID) -> str:
+    return signing.dumps({"a": str(after), "b": _cursor_binding(codex, params)}, salt=_CURSOR_SALT)
+
+
+def _decode_cursor(codex: Codex, params: SearchParams) -> uuid.UUID | None:
+    if params.cursor is None:
+        return None
+    try:
+        payload = signing.loads(params.cursor, salt=_CURSOR_SALT)
+    except signing.BadSignature:
+        raise InvalidArgument(_BAD_CURSOR) from None
+    # A valid signature means we wrote this payload; still, check its shape.
+    if not isinstance(payload, dict) or payload.get("b") != _cursor_binding(codex, params):
+        raise InvalidArgument(_BAD_CURSOR)
+    try:
+        return uuid.UUID(payload["a"])
+    except (KeyError, TypeError, ValueError):
+        raise InvalidArgument(_BAD_CURSOR) from None
+
+
+def _matches(entry: Entry, normalized_query: str) -> bool:
+    """A literal substring of one field or one tag; never across two (contract 5)."""
+    return (
+        normalized_query in entry.search_title
+        or normalized_query in entry.search_content
+        or any(normalized_query in tag for tag in entry.search_tags)
+    )
+
+
+def _candidates(codex: Codex, params: SearchParams, after: uuid.UUID | None) -> QuerySet[Entry]:
+    """The codex's entries after the cursor in id order, narrowed by the exact filters' indexes."""
+    candidates = Entry.objects.filter(codex=codex)
+    if after is not None:
+        candidates = candidates.filter(id__gt=after)
+    if params.tag is not None:
+        candidates = candidates.filter(tag_rows__value=params.tag)
+    if params.related_agent_id is not None:
+        candidates = candidates.filter(related_agent_rows__value=params.related_agent_id)
+    deferred = ["content", "provenance"] if params.query else ["content", "provenance", "search_content"]
+    return (
+        candidates.defer(*deferred)
+        .annotate(excerpt=Substr("content", 1, EXCERPT_CHARS))
+        .order_by("id")
+    )
+
+
+def entry_search(*, codex: Codex, params: SearchParams) -> SearchPage:
+    """One page of a search in ascending id order (contract 5).
+
+    Unfiltered: the next ``limit`` entries. Filtered: at most 100 candidates are
+    examined, stopping once ``limit`` match; the cursor continues right after the
+    last one examined, so following cursors to the end yields every entry that
+    matched throughout, exactly once.
+    """
+    after = _decode_cursor(codex, params)
+    candidates = _candidates(codex, params, after)
+
+    if not params.filtered:
+        rows = list(candidates[: params.limit + 1])
+        entries = rows[: params.limit]
+        has_more = len(rows) > params.limit
+        scanned = len(entries)
+        last = entries[-1] if entries else None
+    else:
+        rows = list(candidates[: CANDIDATES_PER_PAGE + 1])
+        examined = rows[:CANDIDATES_PER_PAGE]
+        normalized_query = normalize_for_search(params.query)
+        entries = []
+        scanned = 0
+        for candidate in examined:
+            scanned += 1
+            if not params.query or _matches(candidate, normalized_query):
+                entries.append(candidate)
+                if len(entries) == params.limit:
+                    break
+        has_more = len(rows) > scanned
+        last = rows[scanned - 1] if scanned else None
+
+    next_cursor = _encode_cursor(codex, params, last.id) if has_more and last is not None else None
+    return SearchPage(entries=entries, next_cursor=next_cursor, scanned=scanned, has_more=has_more)

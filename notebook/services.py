@@ -1,0 +1,126 @@
+"""Writes. Each public service is one transaction and enforces contract sections 2-5."""
+
+import datetime as dt
+import uuid
+
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from notebook.exceptions import Conflict, NotFound
+from notebook.models import Codex, Entry, EntryRelatedAgent, EntryRevision, EntryTag, RequestKey
+from notebook.selectors import NOT_FOUND_MESSAGE
+from notebook.validation import EntryInput, normalize_for_search
+
+
+def _now() -> dt.datetime:
+    """Now, truncated to the millisecond the contract shows, so stored and shown times agree."""
+    now = timezone.now()
+    return now.replace(microsecond=now.microsecond // 1000 * 1000)
+
+
+def codex_for_user(*, user: AbstractBaseUser) -> Codex:
+    """The user's codex, created on first use. Concurrent first calls create one codex."""
+    codex, _ = Codex.objects.get_or_create(owner=user)
+    return codex
+
+
+def _apply(entry: Entry, data: EntryInput) -> None:
+    """Copy a complete entry input onto ``entry``: omitted optional fields are removed."""
+    entry.title = data.title
+    entry.content = data.content
+    entry.content_bytes = len(data.content.encode("utf-8"))
+    entry.tags = list(data.tags)
+    entry.related_agent_ids = list(data.related_agent_ids)
+    entry.provenance = data.provenance
+    entry.search_title = normalize_for_search(data.title or "")
+    entry.search_content = normalize_for_search(data.content)
+    entry.search_tags = [normalize_for_search(tag) for tag in data.tags]
+
+
+def _record(entry: Entry, *, replace_index: bool) -> None:
+    """Snapshot the entry's new revision and refresh its exact tag/agent index rows."""
+    EntryRevision.objects.create(
+        entry=entry,
+        revision=entry.revision,
+        title=entry.title,
+        content=entry.content,
+        tags=entry.tags,
+        related_agent_ids=entry.related_agent_ids,
+        provenance=entry.provenance,
+        recorded_at=entry.updated_at,
+    )
+    if replace_index:
+        EntryTag.objects.filter(entry=entry).delete()
+        EntryRelatedAgent.objects.filter(entry=entry).delete()
+    EntryTag.objects.bulk_create(EntryTag(codex_id=entry.codex_id, entry=entry, value=v) for v in entry.tags)
+    EntryRelatedAgent.objects.bulk_create(
+        EntryRelatedAgent(codex_id=entry.codex_id, entry=entry, value=v) for v in entry.related_agent_ids
+    )
+
+
+def _replay(key: RequestKey, data: EntryInput) -> Entry:
+    if key.fingerprint != data.fingerprint:
+        raise Conflict(
+            f"requestId {key.request_id!r} was already used to save different entry input; "
+            "use a new requestId for a new entry"
+        )
+    # The entry's current state, which may be a later revision than the one saved.
+    return Entry.objects.get(pk=key.entry_id)
+
+
+@transaction.atomic
+def entry_save(*, codex: Codex, request_id: str, data: EntryInput) -> Entry:
+    """Create an entry at revision 1, idempotently by ``request_id`` within the codex.
+
+    The same request id with the same input returns the entry's current state; with
+    other input it is a conflict. Concurrent identical saves all insert-then-collide
+    on the request key's unique constraint, so exactly one entry is created and every
+    caller gets it back.
+    """
+    key = RequestKey.objects.filter(codex=codex, request_id=request_id).first()
+    if key is not None:
+        return _replay(key, data)
+
+    now = _now()
+    entry = Entry(codex=codex, revision=1, created_at=now, updated_at=now)
+    _apply(entry, data)
+    try:
+        # Insert first, then handle the duplicate (as contrib.sessions does): the
+        # savepoint lets the outer transaction read the winner after a collision.
+        with transaction.atomic():
+            entry.save(force_insert=True)
+            RequestKey.objects.create(codex=codex, request_id=request_id, fingerprint=data.fingerprint, entry=entry)
+            _record(entry, replace_index=False)
+    except IntegrityError:
+        key = RequestKey.objects.filter(codex=codex, request_id=request_id).first()
+        if key is None:
+            raise
+        return _replay(key, data)
+    return entry
+
+
+@transaction.atomic
+def entry_update(*, codex: Codex, entry_id: uuid.UUID, expected_revision: int, data: EntryInput) -> Entry:
+    """Replace an entry completely if its revision is still ``expected_revision``.
+
+    The row lock serialises concurrent updates: of any number that expect the same
+    revision, exactly one succeeds and the rest see the new revision and conflict.
+    """
+    # select_for_update: serialise revision numbers (a no-op on SQLite, whose
+    # IMMEDIATE transactions already serialise writers).
+    entry = Entry.objects.select_for_update().filter(codex=codex, pk=entry_id).first()
+    if entry is None:
+        raise NotFound(NOT_FOUND_MESSAGE)
+    if entry.revision != expected_revision:
+        raise Conflict(
+            f"entry is at revision {entry.revision}, not {expected_revision}; "
+            "get the latest entry, reconcile, and send a new replacement"
+        )
+    _apply(entry, data)
+    entry.revision += 1
+    entry.updated_at = max(_now(), entry.created_at)
+    entry.save()
+    _record(entry, replace_index=True)
+    return entry
+
