@@ -1,4 +1,6 @@
-"""The ASGI entry point served by uvicorn."""
+"""The ASGI application uvicorn serves: /mcp and its resource metadata go to the MCP
+SDK's app, everything else to Django. ``lifespan`` goes to the SDK app, whose
+session manager must run for the whole life of the process."""
 
 import os
 
@@ -6,4 +8,15 @@ from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "codex_site.settings")
 
-application = get_asgi_application()
+django_app = get_asgi_application()  # sets Django up before the MCP side imports models
+
+from mcp_endpoint.http import MCP_PATHS, build_mcp_http_app  # noqa: E402
+
+mcp_app = build_mcp_http_app()
+
+
+async def application(scope, receive, send) -> None:  # noqa: ANN001 - the ASGI signature
+    if scope["type"] == "lifespan" or scope.get("path") in MCP_PATHS:
+        await mcp_app(scope, receive, send)
+    else:
+        await django_app(scope, receive, send)

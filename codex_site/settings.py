@@ -179,6 +179,8 @@ OAUTH2_PROVIDER = {
     "SCOPES": {"notes:read": "Read your notes", "notes:write": "Write your notes"},
     "DEFAULT_SCOPES": ["notes:read"],
     "ACCESS_TOKEN_EXPIRE_SECONDS": envint("CODEX_ACCESS_TOKEN_SECONDS", 3600),
+    # RFC 9700: keep only a SHA-256 checksum of each token at rest, never the token.
+    "COMPLIANT_BCP_RFC9700_TOKEN_STORAGE": True,
 }
 
 LOGGING = {
@@ -186,6 +188,11 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": os.environ.get("CODEX_LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("CODEX_LOG_LEVEL", "WARNING" if TESTING else "INFO")},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        # The stateless transport logs every request's teardown at INFO.
+        "mcp.server.streamable_http": {"level": "WARNING"},
+        "httpx2": {"level": "WARNING"},
+    },
 }

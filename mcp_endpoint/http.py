@@ -1,0 +1,222 @@
+"""The HTTP face of the MCP endpoint: request guards, bearer-token checks, and the
+RFC 9728 protected-resource metadata. ``codex_site.asgi`` routes to ``mcp_http_app``.
+
+Order of the guards on /mcp: Host (421), Origin (403), body size (413, before any
+parsing), bearer token (401), tool scopes (403 ``insufficient_scope``); only then
+does the SDK's stateless Streamable HTTP transport see the request.
+"""
+
+import json
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from django.conf import settings
+from django.http.request import split_domain_port, validate_host
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.applications import Starlette
+from starlette.datastructures import Headers
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import Message, Receive, Scope, Send
+
+from mcp_endpoint import auth
+from mcp_endpoint.schemas import ALL_SCOPES, TOOL_SCOPES
+from mcp_endpoint.server import GRANT_SCOPE_KEY, create_server, run_sync
+
+logger = logging.getLogger(__name__)
+
+MAX_BODY_BYTES = 1024 * 1024
+PRM_PATH = "/.well-known/oauth-protected-resource/mcp"
+PRM_ROOT_PATH = "/.well-known/oauth-protected-resource"
+
+
+def protected_resource_metadata_url() -> str:
+    return settings.CODEX_PUBLIC_URL + PRM_PATH
+
+
+def protected_resource_metadata() -> dict[str, Any]:
+    return {
+        "resource": settings.CODEX_RESOURCE_URL,
+        "authorization_servers": [settings.CODEX_ISSUER_URL],
+        "scopes_supported": list(ALL_SCOPES),
+        "bearer_methods_supported": ["header"],
+        "resource_name": "Agent Codex",
+    }
+
+
+def _challenge(*, error: str | None, description: str | None, scopes: Iterable[str]) -> str:
+    parts = []
+    if error:
+        parts.append(f'error="{error}"')
+    if description:
+        parts.append(f'error_description="{description}"')
+    parts.append(f'resource_metadata="{protected_resource_metadata_url()}"')
+    parts.append(f'scope="{" ".join(scopes)}"')
+    return "Bearer " + ", ".join(parts)
+
+
+def _auth_error(status: int, *, error: str | None, description: str, scopes: Iterable[str]) -> Response:
+    body: dict[str, str] = {"error": error or "unauthorized", "error_description": description}
+    return JSONResponse(
+        body,
+        status_code=status,
+        headers={"WWW-Authenticate": _challenge(error=error, description=description if error else None, scopes=scopes)},
+    )
+
+
+def _plain_error(status: int, message: str) -> Response:
+    return JSONResponse({"error": message}, status_code=status)
+
+
+def _bearer_token(headers: Headers) -> str | None:
+    """The token from ``Authorization: Bearer <token>``; never from the query string."""
+    value = headers.get("authorization")
+    if not value:
+        return None
+    scheme, _, token = value.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    return token.strip()
+
+
+def _called_tools(headers: Headers, body: bytes) -> list[str]:
+    """Tool names this POST calls: from Mcp-Name (2026-07-28) or, for older clients, the body.
+
+    The SDK later rejects a body that disagrees with the Mcp-* headers, so trusting
+    the header here cannot be used to dodge the scope check.
+    """
+    if headers.get("mcp-method") == "tools/call" and headers.get("mcp-name"):
+        return [headers["mcp-name"]]
+    try:
+        message = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return []  # the SDK answers malformed JSON with a parse error
+    messages = message if isinstance(message, list) else [message]
+    names = []
+    for item in messages:
+        if isinstance(item, dict) and item.get("method") == "tools/call":
+            params = item.get("params")
+            if isinstance(params, dict) and isinstance(params.get("name"), str):
+                names.append(params["name"])
+    return names
+
+
+def _origin_allowed(origin: str) -> bool:
+    return origin in settings.CODEX_ALLOWED_ORIGINS
+
+
+def _host_allowed(host: str) -> bool:
+    domain, _port = split_domain_port(host)
+    return bool(domain) and validate_host(domain, settings.ALLOWED_HOSTS)
+
+
+async def _read_body(receive: Receive, declared: str | None) -> bytes | None:
+    """The whole body, or None once it exceeds MAX_BODY_BYTES (checked before parsing)."""
+    if declared is not None:
+        try:
+            if int(declared) > MAX_BODY_BYTES:
+                return None
+        except ValueError:
+            pass
+    chunks = bytearray()
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            break
+        chunks.extend(message.get("body", b""))
+        if len(chunks) > MAX_BODY_BYTES:
+            return None
+        if not message.get("more_body", False):
+            break
+    return bytes(chunks)
+
+
+class GuardedMCPApp:
+    """ASGI app for /mcp: the guards, then the SDK's session manager."""
+
+    def __init__(self, session_manager: StreamableHTTPSessionManager) -> None:
+        self.session_manager = session_manager
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        response, body = await self._guard(scope, receive)
+        if response is not None:
+            await response(scope, receive, send)
+            return
+
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body or b"", "more_body": False}
+            return await receive()
+
+        await self.session_manager.handle_request(scope, replay, send)
+
+    async def _guard(self, scope: Scope, receive: Receive) -> tuple[Response | None, bytes | None]:
+        headers = Headers(scope=scope)
+        if not _host_allowed(headers.get("host", "")):
+            return _plain_error(421, "Invalid Host header"), None
+        origin = headers.get("origin")
+        if origin is not None and not _origin_allowed(origin):
+            return _plain_error(403, "Origin not allowed"), None
+
+        body = await _read_body(receive, headers.get("content-length")) if scope["method"] == "POST" else b""
+        if body is None:
+            return _plain_error(413, f"Request body exceeds {MAX_BODY_BYTES} bytes"), None
+
+        raw_token = _bearer_token(headers)
+        if raw_token is None:
+            hint = "Send the access token in the Authorization header"
+            if b"access_token=" in scope.get("query_string", b""):
+                hint += "; tokens in the query string are not accepted"
+            return _auth_error(401, error=None, description=hint, scopes=ALL_SCOPES), None
+        try:
+            grant = await run_sync(lambda: auth.check_bearer_token(raw_token))
+        except auth.TokenRejected as rejected:
+            return _auth_error(401, error="invalid_token", description=rejected.description, scopes=ALL_SCOPES), None
+
+        needed = set().union(*(TOOL_SCOPES.get(name, frozenset()) for name in _called_tools(headers, body)))
+        if missing := auth.missing_scopes(grant, needed):
+            needed_in_order = [scope_name for scope_name in ALL_SCOPES if scope_name in needed]
+            description = f"This call needs the scope {' '.join(missing)}"
+            return _auth_error(403, error="insufficient_scope", description=description, scopes=needed_in_order), None
+        scope[GRANT_SCOPE_KEY] = grant
+        return None, body
+
+
+async def protected_resource_metadata_view(request: Request) -> Response:
+    return JSONResponse(
+        protected_resource_metadata(),
+        headers={"Access-Control-Allow-Origin": "*", "Cache-Control": "public, max-age=3600"},
+    )
+
+
+def build_mcp_http_app() -> Starlette:
+    """The SDK side of the site: /mcp (stateless, JSON responses) and the resource metadata."""
+    server = create_server()
+    session_manager = StreamableHTTPSessionManager(
+        app=server,
+        json_response=True,
+        stateless=True,
+        # Host and Origin are checked by GuardedMCPApp against Django's settings.
+        security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        max_request_body_size=MAX_BODY_BYTES,
+    )
+    guarded = GuardedMCPApp(session_manager)
+    return Starlette(
+        routes=[
+            Route("/mcp", endpoint=guarded, methods=["GET", "POST", "DELETE"]),
+            Route("/mcp/", endpoint=guarded, methods=["GET", "POST", "DELETE"]),
+            Route(PRM_PATH, endpoint=protected_resource_metadata_view, methods=["GET"]),
+            Route(PRM_ROOT_PATH, endpoint=protected_resource_metadata_view, methods=["GET"]),
+        ],
+        lifespan=lambda app: session_manager.run(),
+    )
+
+
+MCP_PATHS = frozenset({"/mcp", "/mcp/", PRM_PATH, PRM_ROOT_PATH})
