@@ -12,11 +12,20 @@ django_app = get_asgi_application()  # sets Django up before the MCP side import
 
 from mcp_endpoint.http import MCP_PATHS, build_mcp_http_app  # noqa: E402
 
-mcp_app = build_mcp_http_app()
 
 
-async def application(scope, receive, send) -> None:  # noqa: ANN001 - the ASGI signature
-    if scope["type"] == "lifespan" or scope.get("path") in MCP_PATHS:
-        await mcp_app(scope, receive, send)
-    else:
-        await django_app(scope, receive, send)
+def build_application():  # noqa: ANN201 - an ASGI callable
+    """A fresh router. The SDK's session manager runs once per instance, so each
+    server (uvicorn, or a test's live server) needs its own."""
+    mcp_app = build_mcp_http_app()
+
+    async def application(scope, receive, send) -> None:  # noqa: ANN001 - the ASGI signature
+        if scope["type"] == "lifespan" or scope.get("path") in MCP_PATHS:
+            await mcp_app(scope, receive, send)
+        else:
+            await django_app(scope, receive, send)
+
+    return application
+
+
+application = build_application()

@@ -145,6 +145,9 @@ else:
                 "transaction_mode": "IMMEDIATE",
                 "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
             },
+            # A file, not Django's in-memory default: end-to-end tests serve requests
+            # from other threads, which must see the same database with real locking.
+            "TEST": {"NAME": str(VAR_DIR / "test-codex.sqlite3")},
         }
     }
 

@@ -1,0 +1,84 @@
+"""A real uvicorn server on 127.0.0.1 with an ephemeral port, in a thread of the test process
+(so it shares the test database), and helpers to talk to it."""
+
+import datetime as dt
+import socket
+import threading
+import time
+from typing import Any
+
+import uvicorn
+from django.contrib.auth import get_user_model
+from django.test import TransactionTestCase, override_settings
+
+from codex_site.asgi import build_application
+from mcp_endpoint.auth import mint_access_token
+
+BOTH_SCOPES = ("notes:read", "notes:write")
+
+
+class LiveServer:
+    def __init__(self) -> None:
+        self.socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.socket.bind(("127.0.0.1", 0))
+        self.port = self.socket.getsockname()[1]
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.server: uvicorn.Server | None = None
+        self.thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        config = uvicorn.Config(build_application(), lifespan="on", log_level="warning", access_log=False)
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.socket]}, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("uvicorn did not start")
+            time.sleep(0.02)
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.should_exit = True
+        if self.thread is not None:
+            self.thread.join(timeout=20)
+        self.socket.close()
+
+
+class LiveServerTestCase(TransactionTestCase):
+    """Starts one uvicorn per test class; the public URL (and so the MCP resource) is its address."""
+
+    live: LiveServer
+    _settings_override: Any
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        super().setUpClass()
+        cls.live = LiveServer()
+        base = cls.live.base_url
+        cls._settings_override = override_settings(
+            CODEX_PUBLIC_URL=base,
+            CODEX_RESOURCE_URL=base + "/mcp",
+            CODEX_ISSUER_URL=base + "/o",
+            CODEX_ALLOWED_ORIGINS=[base],
+            CSRF_TRUSTED_ORIGINS=[base],
+        )
+        cls._settings_override.enable()
+        cls.live.start()
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        cls.live.stop()
+        cls._settings_override.disable()
+        super().tearDownClass()
+
+    @property
+    def mcp_url(self) -> str:
+        return self.live.base_url + "/mcp"
+
+    def make_user(self, username: str, **extra: Any):  # noqa: ANN201
+        return get_user_model().objects.create_user(username, password=f"{username}-password", **extra)
+
+    def token_for(self, user, scopes=BOTH_SCOPES, lifetime=dt.timedelta(hours=1)) -> str:  # noqa: ANN001
+        return mint_access_token(user=user, scopes=scopes, lifetime=lifetime)

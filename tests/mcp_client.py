@@ -1,0 +1,41 @@
+"""The official SDK client against a live server, from synchronous tests."""
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+T = TypeVar("T")
+
+
+def with_client(url: str, token: str, mode: str, work: Callable[[Client], Awaitable[T]]) -> T:
+    """Open an SDK client in ``mode`` ('auto' = 2026-07-28, 'legacy' = 2025-11-25) and run ``work``."""
+
+    async def run() -> T:
+        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30) as http:
+            async with Client(streamable_http_client(url, http_client=http), mode=mode) as client:
+                return await work(client)
+
+    return asyncio.run(run())
+
+
+def error_of(result: Any) -> dict[str, str]:
+    """The {"code","message"} of a notebook failure result, checking its exact form."""
+    assert result.is_error, result
+    assert result.structured_content is None, result
+    assert len(result.content) == 1, result
+    payload = json.loads(result.content[0].text)
+    assert list(payload) == ["error"] and sorted(payload["error"]) == ["code", "message"], payload
+    return payload["error"]
+
+
+def success_of(result: Any) -> dict[str, Any]:
+    """The structured result of a success, checking the text block carries the same JSON."""
+    assert not result.is_error, result.content
+    assert len(result.content) == 1
+    assert json.loads(result.content[0].text) == result.structured_content
+    return result.structured_content
