@@ -1,0 +1,35 @@
+import datetime as dt
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+
+from mcp_endpoint.auth import mint_access_token
+from mcp_endpoint.schemas import ALL_SCOPES
+
+
+class Command(BaseCommand):
+    help = (
+        "Mint an access token for a headless agent, bound to this server's MCP resource. "
+        "The token is printed once and stored only as a checksum."
+    )
+
+    def add_arguments(self, parser) -> None:  # noqa: ANN001
+        parser.add_argument("username", help="whose codex the token opens")
+        parser.add_argument(
+            "--scopes", default=" ".join(ALL_SCOPES), help='space-separated, default "notes:read notes:write"'
+        )
+        parser.add_argument("--lifetime", type=int, default=3600, help="seconds the token lives (default 3600)")
+
+    def handle(self, *args, username: str, scopes: str, lifetime: int, **options) -> None:  # noqa: ANN002, ANN003
+        try:
+            user = get_user_model().objects.get_by_natural_key(username)
+        except get_user_model().DoesNotExist:
+            raise CommandError(f"no user named {username!r}") from None
+        if not user.is_active:
+            raise CommandError(f"user {username!r} is inactive")
+        try:
+            token = mint_access_token(user=user, scopes=scopes.split(), lifetime=dt.timedelta(seconds=lifetime))
+        except ValueError as error:
+            raise CommandError(str(error)) from None
+        self.stderr.write(f"Token for {username} ({scopes}), valid {lifetime} s. It is shown only this once:")
+        self.stdout.write(token)
