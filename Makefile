@@ -1,0 +1,60 @@
+# Developer entry points.
+#
+#   make run                      bootstrap, migrate, (codex_firstrun), uvicorn
+#   make run PORT=9000            ... on another port (DJANGO_DEBUG defaults to 1)
+#   make test                     migrations check, tests on SQLite, then on a
+#                                 throwaway PostgreSQL (scripts/with_postgres.sh)
+#   make test TEST_ARGS="tests.test_x -v 2"
+#
+# CODEX_REQUIRE_POSTGRES=1 makes a missing PostgreSQL a hard failure for
+# `make test` (CI sets it); otherwise the PostgreSQL run is skipped with a
+# warning.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+
+PORT ?= 8000
+TEST_ARGS ?=
+CODEX_REQUIRE_POSTGRES ?=
+
+VENV := .venv
+PY := $(VENV)/bin/python
+
+.PHONY: run test bootstrap
+
+bootstrap:
+	@bash scripts/bootstrap.sh
+
+# DEBUG on by default for local runs; an explicitly set DJANGO_DEBUG
+# (even empty or 0) in the environment or on the make command line wins.
+run: export DJANGO_DEBUG ?= 1
+run: bootstrap
+	$(PY) manage.py migrate --noinput
+	@if $(PY) manage.py help codex_firstrun >/dev/null 2>&1; then \
+		echo "$(PY) manage.py codex_firstrun"; \
+		$(PY) manage.py codex_firstrun; \
+	fi
+	exec $(VENV)/bin/uvicorn codex_site.asgi:application --host 127.0.0.1 --port $(PORT)
+
+# makemigrations needs *some* SECRET_KEY (settings only invent one for
+# `manage.py test`); give it a throwaway one unless the caller set one.
+test: bootstrap
+	env -u DATABASE_URL SECRET_KEY="$${SECRET_KEY:-makemigrations-check-only-$$RANDOM$$RANDOM$$RANDOM-not-a-real-key}" \
+		$(PY) manage.py makemigrations --check --dry-run
+	@echo "==> tests on SQLite"
+	env -u DATABASE_URL $(PY) manage.py test --noinput $(TEST_ARGS)
+	@if bash scripts/with_postgres.sh --check >/dev/null 2>&1; then \
+		echo "==> tests on PostgreSQL"; \
+		echo "bash scripts/with_postgres.sh $(PY) manage.py test --noinput $(TEST_ARGS)"; \
+		bash scripts/with_postgres.sh $(PY) manage.py test --noinput $(TEST_ARGS); \
+	elif [ "$(CODEX_REQUIRE_POSTGRES)" = "1" ]; then \
+		echo "ERROR: CODEX_REQUIRE_POSTGRES=1 but no PostgreSQL server binaries were found" >&2; \
+		echo "       (looked in /usr/lib/postgresql/*/bin, pg_config --bindir, PATH)." >&2; \
+		echo "       Install with: apt-get update && apt-get install -y postgresql" >&2; \
+		exit 3; \
+	else \
+		echo "" >&2; \
+		echo "WARNING: *** PostgreSQL test run SKIPPED: no PostgreSQL server binaries found. ***" >&2; \
+		echo "WARNING: Only the SQLite run was executed. Install PostgreSQL (apt-get install postgresql)" >&2; \
+		echo "WARNING: or set CODEX_REQUIRE_POSTGRES=1 to make this an error." >&2; \
+	fi
