@@ -95,6 +95,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "oauth2_provider",
+    "authserver",
     "notebook",
     "mcp_endpoint",
 ]
@@ -178,13 +179,69 @@ if _public.scheme == "https":
     CSRF_COOKIE_SECURE = True
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
-OAUTH2_PROVIDER = {
-    "SCOPES": {"notes:read": "Read your notes", "notes:write": "Write your notes"},
-    "DEFAULT_SCOPES": ["notes:read"],
-    "ACCESS_TOKEN_EXPIRE_SECONDS": envint("CODEX_ACCESS_TOKEN_SECONDS", 3600),
-    # RFC 9700: keep only a SHA-256 checksum of each token at rest, never the token.
-    "COMPLIANT_BCP_RFC9700_TOKEN_STORAGE": True,
+# Rate limits per client address: dynamic client registrations per hour, and sign-ins
+# that make the server fetch a new client's metadata document per 10 minutes.
+CODEX_DCR_RATE_LIMIT = envint("CODEX_DCR_RATE_LIMIT", 20)
+CODEX_CIMD_RATE_LIMIT = envint("CODEX_CIMD_RATE_LIMIT", 30)
+# Client ID Metadata Documents on loopback addresses (a local client, a test): debug/tests only.
+CODEX_CIMD_ALLOW_LOOPBACK = envbool("CODEX_CIMD_ALLOW_LOOPBACK", DEBUG or TESTING)
+
+
+def oauth2_provider_settings(public_url: str) -> dict:
+    """django-oauth-toolkit as this server's OAuth 2.1 authorization server, issuer <public_url>/o.
+
+    A function of the public URL so tests that serve on an ephemeral port can rebuild it.
+    """
+    return {
+        "SCOPES": {"notes:read": "Read your notes", "notes:write": "Write your notes"},
+        "DEFAULT_SCOPES": ["notes:read"],
+        "ACCESS_TOKEN_EXPIRE_SECONDS": envint("CODEX_ACCESS_TOKEN_SECONDS", 3600),
+        "REFRESH_TOKEN_EXPIRE_SECONDS": envint("CODEX_REFRESH_TOKEN_SECONDS", 30 * 24 * 3600),
+        "AUTHORIZATION_CODE_EXPIRE_SECONDS": 60,
+        # Authorization code + PKCE S256 for every client; "plain" is refused.
+        "PKCE_REQUIRED": True,
+        "COMPLIANT_BCP_RFC9700_PKCE_METHOD": True,
+        # Refresh tokens rotate; replaying a rotated one revokes its whole family.
+        "ROTATE_REFRESH_TOKEN": True,
+        "REFRESH_TOKEN_REUSE_PROTECTION": True,
+        "REFRESH_TOKEN_GRACE_PERIOD_SECONDS": 0,  # a grace period cannot work with hashed storage
+        # RFC 9700: only a SHA-256 checksum of each token at rest, never the token.
+        "COMPLIANT_BCP_RFC9700_TOKEN_STORAGE": True,
+        # RFC 9207 iss in authorization responses, advertised in the metadata.
+        "COMPLIANT_BCP_RFC9700_AUTHZ_RESPONSE_ISS": True,
+        "OIDC_ISS_ENDPOINT": public_url + "/o",
+        # Tokens only in the Authorization header; no implicit or password grants.
+        "COMPLIANT_BCP_RFC9700_ACCESS_TOKEN_TRANSPORT": True,
+        "COMPLIANT_BCP_RFC9700_IMPLICIT_GRANT": True,
+        "COMPLIANT_BCP_RFC9700_PASSWORD_GRANT": True,
+        "OAUTH2_RESPONSE_TYPES_SUPPORTED": ["code"],
+        "OAUTH2_GRANT_TYPES_SUPPORTED": ["authorization_code", "refresh_token"],
+        "OAUTH2_TOKEN_ENDPOINT_AUTH_METHODS_SUPPORTED": ["none", "client_secret_basic", "client_secret_post"],
+        # RFC 8707: every grant and token is bound to <public_url>/mcp.
+        "OAUTH2_VALIDATOR_CLASS": "authserver.validators.CodexOAuth2Validator",
+        # Dynamic Client Registration (RFC 7591) for clients that do not use metadata documents.
+        "DCR_ENABLED": True,
+        "DCR_REGISTRATION_PERMISSION_CLASSES": ("oauth2_provider.dcr.AllowAllDCRPermission",),
+        "DCR_REGISTRATION_TOKEN_EXPIRE_SECONDS": 30 * 24 * 3600,
+        # Client ID Metadata Documents (preferred by MCP 2026-07-28).
+        "CIMD_ENABLED": True,
+        "CIMD_REGISTRATION_PERMISSION_CLASSES": ("oauth2_provider.cimd.HostAllowlistCIMDPermission",),
+        "CIMD_ALLOWED_HOSTS": envlist("CODEX_CIMD_ALLOWED_HOSTS", ["*"]),
+        "CIMD_METADATA_FETCHER": "authserver.cimd.CodexMetadataFetcher",
+        # Always ask the person; never approve silently.
+        "REQUEST_APPROVAL_PROMPT": "force",
+    }
+
+
+OAUTH2_PROVIDER = oauth2_provider_settings(CODEX_PUBLIC_URL)
+
+CACHES = {
+    # Shared by every worker process: rate-limit counters and DOT's fetch backoff.
+    "default": {"BACKEND": "django.core.cache.backends.db.DatabaseCache", "LOCATION": "codex_cache"}
 }
+
+LOGIN_REDIRECT_URL = "/account/clients/"
+LOGOUT_REDIRECT_URL = "/"
 
 LOGGING = {
     "version": 1,

@@ -9,9 +9,11 @@ from typing import Any
 
 import uvicorn
 from django.contrib.auth import get_user_model
+from django.core.cache import cache
 from django.test import TransactionTestCase, override_settings
 
 from codex_site.asgi import build_application
+from codex_site.settings import oauth2_provider_settings
 from mcp_endpoint.auth import mint_access_token
 
 BOTH_SCOPES = ("notes:read", "notes:write")
@@ -55,6 +57,7 @@ class LiveServerTestCase(TransactionTestCase):
     @classmethod
     def setUpClass(cls) -> None:
         super().setUpClass()
+        cache.clear()  # rate-limit counters and fetch backoff from earlier classes
         cls.live = LiveServer()
         base = cls.live.base_url
         cls._settings_override = override_settings(
@@ -63,6 +66,7 @@ class LiveServerTestCase(TransactionTestCase):
             CODEX_ISSUER_URL=base + "/o",
             CODEX_ALLOWED_ORIGINS=[base],
             CSRF_TRUSTED_ORIGINS=[base],
+            OAUTH2_PROVIDER=oauth2_provider_settings(base),
         )
         cls._settings_override.enable()
         cls.live.start()

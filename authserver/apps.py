@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class AuthserverConfig(AppConfig):
+    name = "authserver"
+    verbose_name = "Authorization server"
