@@ -8,6 +8,8 @@ client or a test can serve its own document.
 """
 
 import ipaddress
+import warnings
+
 import urllib3
 from urllib.parse import urlsplit
 
@@ -44,9 +46,11 @@ class CodexMetadataFetcher(SafeMetadataFetcher):
         )
         path = parsed.path + (f"?{parsed.query}" if parsed.query else "")
         try:
-            response = pool.urlopen(
-                "GET", path, headers={"Accept": "application/json"}, redirect=False, preload_content=False
-            )
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", urllib3.exceptions.InsecureRequestWarning)
+                response = pool.urlopen(
+                    "GET", path, headers={"Accept": "application/json"}, redirect=False, preload_content=False
+                )
             try:
                 return self._read_document(response)
             finally:

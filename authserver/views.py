@@ -55,13 +55,14 @@ class CodexAuthorizationView(AuthorizationView):
                 "cimd", client_address(request), limit=settings.CODEX_CIMD_RATE_LIMIT, window_seconds=600
             )
             if not ok:
-                return render(
+                response = render(
                     request,
                     "authserver/rate_limited.html",
                     {"retry_after": retry_after, "what": "sign-ins with new applications"},
                     status=429,
-                    headers={"Retry-After": str(retry_after)},
                 )
+                response["Retry-After"] = str(retry_after)
+                return response
         return super().dispatch(request, *args, **kwargs)
 
     def redirect(self, redirect_to: str, application: Any) -> HttpResponse:

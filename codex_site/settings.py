@@ -254,5 +254,8 @@ LOGGING = {
         # The stateless transport logs every request's teardown at INFO.
         "mcp.server.streamable_http": {"level": "WARNING"},
         "httpx2": {"level": "WARNING"},
+        # Refusals are the point of many tests; their 4xx log lines are noise there.
+        "django.request": {"level": "ERROR" if TESTING else "WARNING"},
+        "django.security": {"level": "ERROR" if TESTING else "WARNING"},
     },
 }
