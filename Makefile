@@ -28,6 +28,7 @@ bootstrap:
 # DEBUG on by default for local runs; an explicitly set DJANGO_DEBUG
 # (even empty or 0) in the environment or on the make command line wins.
 run: export DJANGO_DEBUG ?= 1
+run: export CODEX_PUBLIC_URL ?= http://127.0.0.1:$(PORT)
 run: bootstrap
 	$(PY) manage.py migrate --noinput
 	@if $(PY) manage.py help codex_firstrun >/dev/null 2>&1; then \

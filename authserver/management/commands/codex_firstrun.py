@@ -1,0 +1,48 @@
+"""First-run convenience for `make run`: a local account (created once) and how to connect."""
+
+import secrets
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+
+LOCAL_USERNAME = "codex"
+
+
+class Command(BaseCommand):
+    help = "Create the local account once and print how to sign in and connect an MCP client."
+
+    def handle(self, *args, **options) -> None:  # noqa: ANN002, ANN003
+        User = get_user_model()
+        base = settings.CODEX_PUBLIC_URL
+        password_file = settings.VAR_DIR / "local-account.txt"
+        if not User.objects.filter(username=LOCAL_USERNAME).exists():
+            password = secrets.token_urlsafe(12)
+            User.objects.create_superuser(LOCAL_USERNAME, email="", password=password)
+            settings.VAR_DIR.mkdir(parents=True, exist_ok=True)
+            password_file.write_text(f"username: {LOCAL_USERNAME}\npassword: {password}\n")
+            password_file.chmod(0o600)
+            account = f"Created the local account {LOCAL_USERNAME!r} with password {password!r} (also in {password_file})."
+        elif password_file.exists():
+            account = f"Local account: see {password_file} (change it with `manage.py changepassword {LOCAL_USERNAME}`)."
+        else:
+            account = f"Local account {LOCAL_USERNAME!r} exists (`manage.py changepassword {LOCAL_USERNAME}` to reset)."
+
+        self.stdout.write(
+            f"""
+================================ Agent Codex ================================
+{account}
+Sign in:            {base}/accounts/login/   (admin: {base}/admin/)
+MCP endpoint:       {base}/mcp
+Connected apps:     {base}/account/clients/
+
+Connect a client (it discovers OAuth, registers, and sends you here to approve):
+  MCP Inspector:    npx @modelcontextprotocol/inspector
+                    transport "Streamable HTTP", URL {base}/mcp, then "Connect"
+  Desktop client:   {{"mcpServers": {{"agent-codex": {{"type": "http", "url": "{base}/mcp"}}}}}}
+  Python SDK:       see docs/connection.md ("OAuth with the Python SDK")
+  Headless agent:   CODEX_PUBLIC_URL={base} DJANGO_DEBUG=1 .venv/bin/python manage.py mint_token {LOCAL_USERNAME}
+                    then send "Authorization: Bearer <token>" to {base}/mcp
+=============================================================================
+"""
+        )
