@@ -20,7 +20,7 @@ CODEX_REQUIRE_POSTGRES ?=
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test bootstrap
+.PHONY: run test bootstrap lint
 
 bootstrap:
 	@bash scripts/bootstrap.sh
@@ -59,3 +59,9 @@ test: bootstrap
 		echo "WARNING: Only the SQLite run was executed. Install PostgreSQL (apt-get install postgresql)" >&2; \
 		echo "WARNING: or set CODEX_REQUIRE_POSTGRES=1 to make this an error." >&2; \
 	fi
+
+# Ruff (format + lint), configured in pyproject.toml; kept out of requirements.txt.
+lint: bootstrap
+	$(VENV)/bin/python -m pip install -q ruff==0.17.6
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/ruff check .

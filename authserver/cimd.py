@@ -9,10 +9,9 @@ client or a test can serve its own document.
 
 import ipaddress
 import warnings
-
-import urllib3
 from urllib.parse import urlsplit
 
+import urllib3
 from django.conf import settings
 from oauth2_provider.cimd import CIMDError, SafeMetadataFetcher, _validate_client_id_url
 from oauth2_provider.settings import oauth2_settings
@@ -30,7 +29,7 @@ def _is_loopback(host: str | None) -> bool:
 
 
 class CodexMetadataFetcher(SafeMetadataFetcher):
-    def fetch(self, client_id: str):  # noqa: ANN201 - (document, max_age) as DOT expects
+    def fetch(self, client_id: str):
         host = urlsplit(client_id).hostname
         if not (settings.CODEX_CIMD_ALLOW_LOOPBACK and _is_loopback(host)):
             return super().fetch(client_id)

@@ -9,12 +9,11 @@ missing method is refused before the consent page is shown.
 from urllib.parse import parse_qs, urlsplit
 
 from django.conf import settings
+from oauth2_provider.oauth2_validators import OAuth2Validator
 from oauthlib.oauth2.rfc6749 import errors
 
-from oauth2_provider.oauth2_validators import OAuth2Validator
 
-
-def _foreign_target(resources: list[str], request) -> errors.CustomOAuth2Error | None:  # noqa: ANN001
+def _foreign_target(resources: list[str], request) -> errors.CustomOAuth2Error | None:
     foreign = [value for value in resources if value != settings.CODEX_RESOURCE_URL]
     if not foreign:
         return None
@@ -26,7 +25,7 @@ def _foreign_target(resources: list[str], request) -> errors.CustomOAuth2Error |
     )
 
 
-def _as_list(value) -> list[str]:  # noqa: ANN001
+def _as_list(value) -> list[str]:
     if not value:
         return []
     if isinstance(value, str):
@@ -35,26 +34,24 @@ def _as_list(value) -> list[str]:  # noqa: ANN001
 
 
 class CodexOAuth2Validator(OAuth2Validator):
-    def validate_response_type(self, client_id, response_type, client, request, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN201
+    def validate_response_type(self, client_id, response_type, client, request, *args, **kwargs):
         # Called for authorization requests once the client and redirect URI are known
         # good, so the errors below are redirected back to the client (with state and iss).
         if request.code_challenge is not None and request.code_challenge_method != "S256":
-            raise errors.InvalidRequestError(
-                description='PKCE code_challenge_method must be "S256"', request=request
-            )
+            raise errors.InvalidRequestError(description='PKCE code_challenge_method must be "S256"', request=request)
         query_resources = parse_qs(urlsplit(request.uri).query).get("resource", [])
         if error := _foreign_target(query_resources + _as_list(getattr(request, "resource", None)), request):
             raise error
         return super().validate_response_type(client_id, response_type, client, request, *args, **kwargs)
 
-    def save_authorization_code(self, client_id, code, request, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN201
+    def save_authorization_code(self, client_id, code, request, *args, **kwargs):
         resources = _as_list(getattr(request, "resource", None))
         if error := _foreign_target(resources, request):
             raise error
         request.resource = [settings.CODEX_RESOURCE_URL]
         return super().save_authorization_code(client_id, code, request, *args, **kwargs)
 
-    def _check_and_set_request_resource(self, request) -> None:  # noqa: ANN001
+    def _check_and_set_request_resource(self, request) -> None:
         # A private DOT hook (pinned: django-oauth-toolkit==3.4.1): the token endpoint's
         # resource handling for every grant type.
         super()._check_and_set_request_resource(request)

@@ -149,4 +149,3 @@ def revoke_client(request: HttpRequest, application_id: int) -> HttpResponse:
 
 def not_found(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
     return JsonResponse({"error": "not_found"}, status=404)
-

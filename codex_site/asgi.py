@@ -13,13 +13,12 @@ django_app = get_asgi_application()  # sets Django up before the MCP side import
 from mcp_endpoint.http import MCP_PATHS, build_mcp_http_app  # noqa: E402
 
 
-
-def build_application():  # noqa: ANN201 - an ASGI callable
+def build_application():
     """A fresh router. The SDK's session manager runs once per instance, so each
     server (uvicorn, or a test's live server) needs its own."""
     mcp_app = build_mcp_http_app()
 
-    async def application(scope, receive, send) -> None:  # noqa: ANN001 - the ASGI signature
+    async def application(scope, receive, send) -> None:
         if scope["type"] == "lifespan" or scope.get("path") in MCP_PATHS:
             await mcp_app(scope, receive, send)
         else:

@@ -16,8 +16,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.utils import timezone
-from oauth2_provider.models import get_access_token_model, get_application_model
-from oauth2_provider.models import set_token_value
+from oauth2_provider.models import get_access_token_model, get_application_model, set_token_value
 
 from mcp_endpoint.schemas import ALL_SCOPES
 

@@ -63,7 +63,9 @@ def _auth_error(status: int, *, error: str | None, description: str, scopes: Ite
     return JSONResponse(
         body,
         status_code=status,
-        headers={"WWW-Authenticate": _challenge(error=error, description=description if error else None, scopes=scopes)},
+        headers={
+            "WWW-Authenticate": _challenge(error=error, description=description if error else None, scopes=scopes)
+        },
     )
 
 

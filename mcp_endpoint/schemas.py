@@ -231,7 +231,9 @@ TOOLS: list[dict[str, Any]] = [
                         "type": "string",
                         "minLength": 1,
                         "maxLength": CURSOR_MAX_CHARS,
-                        "description": "nextCursor from the previous page; keep query, tag and relatedAgentId unchanged.",
+                        "description": (
+                            "nextCursor from the previous page; keep query, tag and relatedAgentId unchanged."
+                        ),
                     },
                 },
             },

@@ -19,8 +19,8 @@ from django.db import DatabaseError, InterfaceError, OperationalError, close_old
 from jsonschema import Draft7Validator
 from jsonschema.exceptions import ValidationError as SchemaViolation
 from jsonschema.exceptions import best_match
-from mcp.server.lowlevel import Server
 from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
@@ -162,7 +162,7 @@ async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolR
     except (OperationalError, InterfaceError):
         logger.warning("database unavailable during %s", name, exc_info=True)
         return error_result(Unavailable("The notebook is temporarily unavailable; retry shortly"))
-    except Exception as exc:  # noqa: BLE001 - the tool boundary: nothing escapes to the client
+    except Exception as exc:
         reference = uuid.uuid4().hex[:12]
         level = logging.ERROR if not isinstance(exc, DatabaseError) else logging.WARNING
         logger.log(level, "tool %s failed (reference %s)", name, reference, exc_info=True)
@@ -170,7 +170,9 @@ async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolR
     return _text_result(result, is_error=False)
 
 
-async def list_tools(ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+async def list_tools(
+    ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+) -> types.ListToolsResult:
     return _LISTING
 
 

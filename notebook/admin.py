@@ -50,7 +50,7 @@ class CodexAdmin(ReadOnlyAdmin):
         return codex.entry_count  # type: ignore[attr-defined]
 
     @admin.display(description="last activity", ordering="last_activity")
-    def last_activity(self, codex: Codex):  # noqa: ANN201 - a datetime or None
+    def last_activity(self, codex: Codex):
         return codex.last_activity  # type: ignore[attr-defined]
 
 
@@ -67,7 +67,7 @@ class TagFilter(admin.SimpleListFilter):
     title = "tag"
     parameter_name = "tag"
 
-    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin):  # noqa: ANN201
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin):
         values = (
             Entry.tag_rows.rel.related_model.objects.values_list("value", flat=True).distinct().order_by("value")[:50]
         )
@@ -88,7 +88,7 @@ class EntryAdmin(ReadOnlyAdmin):
     exclude = ["search_title", "search_content", "search_tags"]
     inlines = [EntryRevisionInline]
 
-    def get_search_results(self, request: HttpRequest, queryset: QuerySet[Entry], search_term: str):  # noqa: ANN201
+    def get_search_results(self, request: HttpRequest, queryset: QuerySet[Entry], search_term: str):
         # "=id" on a UUID field raises on text that is not a UUID; search titles only then.
         import uuid
 

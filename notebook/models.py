@@ -152,4 +152,3 @@ class RequestKey(models.Model):
 
     def __str__(self) -> str:
         return self.request_id
-

@@ -85,11 +85,7 @@ def _candidates(codex: Codex, params: SearchParams, after: uuid.UUID | None) -> 
     if params.related_agent_id is not None:
         candidates = candidates.filter(related_agent_rows__value=params.related_agent_id)
     deferred = ["content", "provenance"] if params.query else ["content", "provenance", "search_content"]
-    return (
-        candidates.defer(*deferred)
-        .annotate(excerpt=Substr("content", 1, EXCERPT_CHARS))
-        .order_by("id")
-    )
+    return candidates.defer(*deferred).annotate(excerpt=Substr("content", 1, EXCERPT_CHARS)).order_by("id")
 
 
 def entry_search(*, codex: Codex, params: SearchParams) -> SearchPage:

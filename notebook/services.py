@@ -123,4 +123,3 @@ def entry_update(*, codex: Codex, entry_id: uuid.UUID, expected_revision: int, d
     entry.save()
     _record(entry, replace_index=True)
     return entry
-

@@ -237,6 +237,4 @@ def parse_search_params(
         raise InvalidArgument(f"limit must be an integer from 1 to {SEARCH_LIMIT_MAX}")
     if cursor is not None:
         _string(cursor, "cursor", max_chars=CURSOR_MAX_CHARS, controls=True)
-    return SearchParams(
-        query=query or "", tag=tag, related_agent_id=related_agent_id, limit=limit, cursor=cursor
-    )
+    return SearchParams(query=query or "", tag=tag, related_agent_id=related_agent_id, limit=limit, cursor=cursor)

@@ -46,4 +46,9 @@ def post(
 
 
 def call_tool(url: str, token: str, name: str, arguments: Any, *, version: str = LEGACY) -> httpx2.Response:
-    return post(url, rpc_body("tools/call", {"name": name, "arguments": arguments}, version=version), token=token, version=version)
+    return post(
+        url,
+        rpc_body("tools/call", {"name": name, "arguments": arguments}, version=version),
+        token=token,
+        version=version,
+    )

@@ -81,8 +81,8 @@ class LiveServerTestCase(TransactionTestCase):
     def mcp_url(self) -> str:
         return self.live.base_url + "/mcp"
 
-    def make_user(self, username: str, **extra: Any):  # noqa: ANN201
+    def make_user(self, username: str, **extra: Any):
         return get_user_model().objects.create_user(username, password=f"{username}-password", **extra)
 
-    def token_for(self, user, scopes=BOTH_SCOPES, lifetime=dt.timedelta(hours=1)) -> str:  # noqa: ANN001
+    def token_for(self, user, scopes=BOTH_SCOPES, lifetime=dt.timedelta(hours=1)) -> str:
         return mint_access_token(user=user, scopes=scopes, lifetime=lifetime)

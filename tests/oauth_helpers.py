@@ -92,7 +92,11 @@ class Browser:
     def decide(self, consent_page: httpx2.Response, *, allow: bool) -> httpx2.Response:
         """Press Allow or Deny on the consent page; returns the redirect back to the client."""
         assert consent_page.status_code == 200, consent_page.text
-        form = next(f for f in forms_of(consent_page.text) if "csrfmiddlewaretoken" in f["fields"] and "client_id" in f["fields"])
+        form = next(
+            f
+            for f in forms_of(consent_page.text)
+            if "csrfmiddlewaretoken" in f["fields"] and "client_id" in f["fields"]
+        )
         fields = dict(form["fields"])
         if allow:
             fields["allow"] = "Authorize"

@@ -76,7 +76,7 @@ def client_metadata(scope: str | None = None) -> OAuthClientMetadata:
     )
 
 
-def run_with_oauth(mcp_url: str, provider: OAuthClientProvider, work) -> Any:  # noqa: ANN001
+def run_with_oauth(mcp_url: str, provider: OAuthClientProvider, work) -> Any:
     async def run() -> Any:
         async with httpx2.AsyncClient(auth=provider, timeout=30) as http:
             async with Client(streamable_http_client(mcp_url, http_client=http), mode="auto") as client:
@@ -94,7 +94,7 @@ class LoopbackMetadataServer:
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:
                 outer.requests += 1
                 body = json.dumps(outer.document).encode()
                 self.send_response(200)

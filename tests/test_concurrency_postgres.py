@@ -26,7 +26,7 @@ def run_together(worker: Callable[[], Any], count: int = WORKERS) -> list[Any]:
         try:
             barrier.wait()
             results[index] = worker()
-        except Exception as exc:  # noqa: BLE001 - the test inspects it
+        except Exception as exc:
             results[index] = exc
         finally:
             connections.close_all()

@@ -14,8 +14,8 @@ from oauth2_provider.models import get_access_token_model
 from mcp_endpoint import server as mcp_server
 from mcp_endpoint.auth import check_bearer_token, mint_access_token, token_checksum
 from mcp_endpoint.server import GRANT_SCOPE_KEY
-from tests.http_client import LEGACY, MODERN, call_tool, post, rpc_body
 from notebook.models import Entry
+from tests.http_client import LEGACY, MODERN, call_tool, post, rpc_body
 from tests.live import LiveServerTestCase
 
 AccessToken = get_access_token_model()
@@ -66,7 +66,12 @@ class BearerTokenTest(LiveServerTestCase):
         self.assert_unauthorized(self.list_tools(token), presented=True, description="revoked")
 
     def test_tokens_for_another_or_no_audience_are_invalid(self) -> None:
-        for resource in ([], ["https://other.example/mcp"], [self.mcp_url, "https://other.example/mcp"], [self.mcp_url + "/"]):
+        for resource in (
+            [],
+            ["https://other.example/mcp"],
+            [self.mcp_url, "https://other.example/mcp"],
+            [self.mcp_url + "/"],
+        ):
             with self.subTest(resource=resource):
                 token = self.token_for(self.alice)
                 AccessToken.objects.filter(token_checksum=token_checksum(token)).update(resource=resource)

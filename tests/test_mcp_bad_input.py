@@ -73,11 +73,36 @@ CASES = [
     ("search cursor has U+0000", SEARCH, {"cursor": "a\x00b"}, "invalid_argument"),
     ("search cursor of 2,049 characters", SEARCH, {"cursor": "c" * 2_049}, PROTOCOL),
     ("update with revision 0", UPDATE, {"id": ENTRY_ID, "expectedRevision": 0, "entry": {"content": "c"}}, PROTOCOL),
-    ("update with revision 2^53", UPDATE, {"id": ENTRY_ID, "expectedRevision": 2**53, "entry": {"content": "c"}}, PROTOCOL),
-    ("update with revision 1.5", UPDATE, {"id": ENTRY_ID, "expectedRevision": 1.5, "entry": {"content": "c"}}, PROTOCOL),
-    ("update with revision true", UPDATE, {"id": ENTRY_ID, "expectedRevision": True, "entry": {"content": "c"}}, PROTOCOL),
-    ("update of a missing entry", UPDATE, {"id": ENTRY_ID, "expectedRevision": 1, "entry": {"content": "c"}}, "not_found"),
-    ("update with content U+0000", UPDATE, {"id": ENTRY_ID, "expectedRevision": 1, "entry": {"content": "\x00"}}, "invalid_argument"),
+    (
+        "update with revision 2^53",
+        UPDATE,
+        {"id": ENTRY_ID, "expectedRevision": 2**53, "entry": {"content": "c"}},
+        PROTOCOL,
+    ),
+    (
+        "update with revision 1.5",
+        UPDATE,
+        {"id": ENTRY_ID, "expectedRevision": 1.5, "entry": {"content": "c"}},
+        PROTOCOL,
+    ),
+    (
+        "update with revision true",
+        UPDATE,
+        {"id": ENTRY_ID, "expectedRevision": True, "entry": {"content": "c"}},
+        PROTOCOL,
+    ),
+    (
+        "update of a missing entry",
+        UPDATE,
+        {"id": ENTRY_ID, "expectedRevision": 1, "entry": {"content": "c"}},
+        "not_found",
+    ),
+    (
+        "update with content U+0000",
+        UPDATE,
+        {"id": ENTRY_ID, "expectedRevision": 1, "entry": {"content": "\x00"}},
+        "invalid_argument",
+    ),
     ("an unknown tool", "field_notes_delete", {"id": ENTRY_ID}, PROTOCOL),
 ]
 

@@ -38,7 +38,7 @@ class ToolListingTest(SimpleTestCase):
                     self.assertIn(ref.removeprefix("#/definitions/"), schema.get("definitions", {}))
 
     def test_fixed_members_forbid_additional_properties(self) -> None:
-        def walk(node):  # noqa: ANN001, ANN202
+        def walk(node):
             if isinstance(node, dict):
                 if node.get("type") == "object" and "properties" in node:
                     yield node
@@ -52,10 +52,14 @@ class ToolListingTest(SimpleTestCase):
 
     def test_annotations_match_the_contract(self) -> None:
         annotations = {tool["name"]: tool["annotations"] for tool in TOOLS}
-        self.assertEqual(annotations["field_notes_save"], {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": True})
+        self.assertEqual(
+            annotations["field_notes_save"], {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": True}
+        )
         self.assertEqual(annotations["field_notes_get"], {"readOnlyHint": True, "idempotentHint": True})
         self.assertEqual(annotations["field_notes_search"], {"readOnlyHint": True, "idempotentHint": True})
-        self.assertEqual(annotations["field_notes_update"], {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False})
+        self.assertEqual(
+            annotations["field_notes_update"], {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False}
+        )
 
     def test_count_members_counts_elements_and_members_recursively(self) -> None:
         self.assertEqual(count_members({}), 0)

@@ -30,7 +30,7 @@ class SdkOAuthFlowTest(LiveServerTestCase):
         self.user = ConsentingUser(self.browser)
         self.storage = MemoryStorage()
 
-    def provider(self, **kwargs) -> OAuthClientProvider:  # noqa: ANN003
+    def provider(self, **kwargs) -> OAuthClientProvider:
         return OAuthClientProvider(
             server_url=self.mcp_url,
             client_metadata=client_metadata(),
@@ -94,8 +94,12 @@ class StepUpTest(LiveServerTestCase):
         verifier, challenge = pkce_pair()
         redirect = browser.authorize(
             authorization_url(
-                base, registration["client_id"], scope="notes:read", code_challenge=challenge,
-                code_challenge_method="S256", resource=self.mcp_url,
+                base,
+                registration["client_id"],
+                scope="notes:read",
+                code_challenge=challenge,
+                code_challenge_method="S256",
+                resource=self.mcp_url,
             )
         )
         read_only = exchange_code(base, registration["client_id"], redirect["code"], verifier).json()

@@ -100,15 +100,22 @@ class MetadataTest(OAuthServerTestCase):
 
 class ConsentTest(OAuthServerTestCase):
     def test_signing_in_is_required_before_consent(self) -> None:
-        response = httpx2.get(authorization_url(self.base, self.client_id, code_challenge="x" * 43, code_challenge_method="S256"))
+        response = httpx2.get(
+            authorization_url(self.base, self.client_id, code_challenge="x" * 43, code_challenge_method="S256")
+        )
         self.assertEqual(response.status_code, 302)
         self.assertIn("/accounts/login/?next=", response.headers["location"])
 
     def test_the_consent_page_names_the_client_its_redirect_host_and_scopes_in_words(self) -> None:
         _, challenge = pkce_pair()
         page = self.browser.open_authorization(
-            authorization_url(self.base, self.client_id, scope="notes:read notes:write",
-                              code_challenge=challenge, code_challenge_method="S256")
+            authorization_url(
+                self.base,
+                self.client_id,
+                scope="notes:read notes:write",
+                code_challenge=challenge,
+                code_challenge_method="S256",
+            )
         )
         self.assertEqual(page.status_code, 200)
         self.assertIn('<html lang="en">', page.text)
@@ -185,28 +192,42 @@ class RefusalTest(OAuthServerTestCase):
 
     def test_a_mismatched_redirect_uri_is_refused(self) -> None:
         _, challenge = pkce_pair()
-        url = authorization_url(self.base, self.client_id, code_challenge=challenge, code_challenge_method="S256",
-                                redirect_uri="https://attacker.example/cb")
+        url = authorization_url(
+            self.base,
+            self.client_id,
+            code_challenge=challenge,
+            code_challenge_method="S256",
+            redirect_uri="https://attacker.example/cb",
+        )
         response = self.browser.open_authorization(url)
         self.assertEqual(response.status_code, 400)  # shown to the person, never redirected
         self.assertNotIn("attacker.example", response.headers.get("location", ""))
         redirect = self.authorize()
-        exchanged = exchange_code(self.base, self.client_id, redirect["code"], redirect["verifier"],
-                                  redirect_uri="http://127.0.0.1:9/other")
+        exchanged = exchange_code(
+            self.base, self.client_id, redirect["code"], redirect["verifier"], redirect_uri="http://127.0.0.1:9/other"
+        )
         self.assertEqual(exchanged.status_code, 400)
 
     def test_a_foreign_resource_is_refused_with_invalid_target(self) -> None:
         _, challenge = pkce_pair()
         response = self.browser.open_authorization(
-            authorization_url(self.base, self.client_id, code_challenge=challenge, code_challenge_method="S256",
-                              resource="https://other.example/mcp")
+            authorization_url(
+                self.base,
+                self.client_id,
+                code_challenge=challenge,
+                code_challenge_method="S256",
+                resource="https://other.example/mcp",
+            )
         )
         self.assertEqual(response.status_code, 302)  # refused before the consent page
         redirect = query_of(response.headers["location"])
-        self.assertEqual((redirect["error"], redirect["iss"], redirect["state"]), ("invalid_target", self.issuer, "st-1"))
+        self.assertEqual(
+            (redirect["error"], redirect["iss"], redirect["state"]), ("invalid_target", self.issuer, "st-1")
+        )
         redirect = self.authorize(resource=self.mcp_url)
-        response = exchange_code(self.base, self.client_id, redirect["code"], redirect["verifier"],
-                                 resource="https://other.example/mcp")
+        response = exchange_code(
+            self.base, self.client_id, redirect["code"], redirect["verifier"], resource="https://other.example/mcp"
+        )
         self.assertEqual(response.status_code, 400)
         self.assertEqual(response.json()["error"], "invalid_target")
 
@@ -225,7 +246,9 @@ class RefusalTest(OAuthServerTestCase):
         second = rotated.json()
         self.assertNotEqual(second["refresh_token"], first["refresh_token"])
         self.assertEqual(self.mcp_status(second["access_token"]), 200)
-        self.assertEqual(AccessToken.objects.get(token_checksum=token_checksum(second["access_token"])).resource, [self.mcp_url])
+        self.assertEqual(
+            AccessToken.objects.get(token_checksum=token_checksum(second["access_token"])).resource, [self.mcp_url]
+        )
 
         replay = refresh(self.base, self.client_id, first["refresh_token"])
         self.assertEqual(replay.status_code, 400)
@@ -237,8 +260,9 @@ class RefusalTest(OAuthServerTestCase):
     def test_a_revoked_access_token_gets_401_on_the_next_mcp_call(self) -> None:
         tokens = self.tokens()
         self.assertEqual(self.mcp_status(tokens["access_token"]), 200)
-        response = httpx2.post(self.base + "/o/revoke_token/",
-                               data={"token": tokens["access_token"], "client_id": self.client_id})
+        response = httpx2.post(
+            self.base + "/o/revoke_token/", data={"token": tokens["access_token"], "client_id": self.client_id}
+        )
         self.assertEqual(response.status_code, 200)
         self.assertEqual(self.mcp_status(tokens["access_token"]), 401)
 
@@ -274,8 +298,9 @@ class RateLimitTest(OAuthServerTestCase):
         self.assertGreater(int(refused.headers["retry-after"]), 0)
 
     def test_metadata_document_sign_ins_are_rate_limited(self) -> None:
-        url = authorization_url(self.base, "https://client.invalid/agent.json", code_challenge="a" * 43,
-                                code_challenge_method="S256")
+        url = authorization_url(
+            self.base, "https://client.invalid/agent.json", code_challenge="a" * 43, code_challenge_method="S256"
+        )
         with override_settings(CODEX_CIMD_RATE_LIMIT=2):
             statuses = [self.browser.open_authorization(url).status_code for _ in range(3)]
         self.assertNotEqual(statuses[0], 429)

@@ -19,9 +19,7 @@ class EntrySaveTest(NotebookTestCase):
     def test_entry_output_has_the_contract_shape(self) -> None:
         entry = self.save(content="c", tags=["x"])
         data = entry_dict(entry)
-        self.assertEqual(
-            list(data), ["id", "revision", "content", "tags", "relatedAgentIds", "createdAt", "updatedAt"]
-        )
+        self.assertEqual(list(data), ["id", "revision", "content", "tags", "relatedAgentIds", "createdAt", "updatedAt"])
         self.assertRegex(data["id"], r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
         self.assertRegex(data["createdAt"], r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
         self.assertEqual(data["relatedAgentIds"], [])

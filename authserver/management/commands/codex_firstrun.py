@@ -12,7 +12,7 @@ LOCAL_USERNAME = "codex"
 class Command(BaseCommand):
     help = "Create the local account once and print how to sign in and connect an MCP client."
 
-    def handle(self, *args, **options) -> None:  # noqa: ANN002, ANN003
+    def handle(self, *args, **options) -> None:
         User = get_user_model()
         base = settings.CODEX_PUBLIC_URL
         password_file = settings.VAR_DIR / "local-account.txt"
@@ -22,9 +22,13 @@ class Command(BaseCommand):
             settings.VAR_DIR.mkdir(parents=True, exist_ok=True)
             password_file.write_text(f"username: {LOCAL_USERNAME}\npassword: {password}\n")
             password_file.chmod(0o600)
-            account = f"Created the local account {LOCAL_USERNAME!r} with password {password!r} (also in {password_file})."
+            account = (
+                f"Created the local account {LOCAL_USERNAME!r} with password {password!r} (also in {password_file})."
+            )
         elif password_file.exists():
-            account = f"Local account: see {password_file} (change it with `manage.py changepassword {LOCAL_USERNAME}`)."
+            account = (
+                f"Local account: see {password_file} (change it with `manage.py changepassword {LOCAL_USERNAME}`)."
+            )
         else:
             account = f"Local account {LOCAL_USERNAME!r} exists (`manage.py changepassword {LOCAL_USERNAME}` to reset)."
 

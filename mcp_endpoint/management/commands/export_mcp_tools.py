@@ -6,10 +6,10 @@ from mcp_endpoint.listing import TOOLS_JSON_PATH, live_listing, render
 class Command(BaseCommand):
     help = "Write the live tools/list of the MCP server to docs/mcp-tools.json."
 
-    def add_arguments(self, parser) -> None:  # noqa: ANN001
+    def add_arguments(self, parser) -> None:
         parser.add_argument("--check", action="store_true", help="Exit 1 if the file differs instead of writing it.")
 
-    def handle(self, *args, check: bool = False, **options) -> None:  # noqa: ANN002, ANN003
+    def handle(self, *args, check: bool = False, **options) -> None:
         text = render(live_listing())
         if check:
             if not TOOLS_JSON_PATH.exists() or TOOLS_JSON_PATH.read_text() != text:

@@ -13,14 +13,14 @@ class Command(BaseCommand):
         "The token is printed once and stored only as a checksum."
     )
 
-    def add_arguments(self, parser) -> None:  # noqa: ANN001
+    def add_arguments(self, parser) -> None:
         parser.add_argument("username", help="whose codex the token opens")
         parser.add_argument(
             "--scopes", default=" ".join(ALL_SCOPES), help='space-separated, default "notes:read notes:write"'
         )
         parser.add_argument("--lifetime", type=int, default=3600, help="seconds the token lives (default 3600)")
 
-    def handle(self, *args, username: str, scopes: str, lifetime: int, **options) -> None:  # noqa: ANN002, ANN003
+    def handle(self, *args, username: str, scopes: str, lifetime: int, **options) -> None:
         try:
             user = get_user_model().objects.get_by_natural_key(username)
         except get_user_model().DoesNotExist:

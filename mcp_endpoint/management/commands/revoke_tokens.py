@@ -7,11 +7,11 @@ from oauth2_provider.models import get_access_token_model, get_refresh_token_mod
 class Command(BaseCommand):
     help = "Revoke every access and refresh token of a user; their agents must sign in again."
 
-    def add_arguments(self, parser) -> None:  # noqa: ANN001
+    def add_arguments(self, parser) -> None:
         parser.add_argument("username")
 
     @transaction.atomic
-    def handle(self, *args, username: str, **options) -> None:  # noqa: ANN002, ANN003
+    def handle(self, *args, username: str, **options) -> None:
         try:
             user = get_user_model().objects.get_by_natural_key(username)
         except get_user_model().DoesNotExist:
