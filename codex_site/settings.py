@@ -133,14 +133,24 @@ ASGI_APPLICATION = "codex_site.asgi.application"
 # transactions and a busy timeout so concurrent writers queue instead of failing
 # with "database is locked".
 SQLITE_PATH = Path(os.environ.get("CODEX_SQLITE_PATH", VAR_DIR / "codex.sqlite3"))
+# Worker threads keep their connection between requests for this many seconds (Django's
+# persistent connections, health-checked before reuse). Tests use 0: a connection left open
+# in a server thread would keep PostgreSQL from dropping the test database.
+CONN_MAX_AGE = envint("CODEX_CONN_MAX_AGE", 0 if TESTING else 60)
 if os.environ.get("DATABASE_URL"):
-    DATABASES = {"default": dj_database_url.parse(os.environ["DATABASE_URL"], conn_max_age=0)}
+    DATABASES = {
+        "default": dj_database_url.parse(
+            os.environ["DATABASE_URL"], conn_max_age=CONN_MAX_AGE, conn_health_checks=True
+        )
+    }
 else:
     SQLITE_PATH.parent.mkdir(parents=True, exist_ok=True)
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": SQLITE_PATH,
+            "CONN_MAX_AGE": CONN_MAX_AGE,
+            "CONN_HEALTH_CHECKS": True,
             "OPTIONS": {
                 "timeout": 20,
                 "transaction_mode": "IMMEDIATE",

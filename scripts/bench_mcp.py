@@ -87,6 +87,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", type=int, default=600, help="calls per scenario")
     parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--repeat-get", type=int, default=1, help="run the get scenario this many times (profiling)")
     args = parser.parse_args()
 
     var = tempfile.mkdtemp(prefix="codex-bench-")
@@ -145,7 +146,8 @@ def main() -> None:
         ids = [str(pk) for pk in Entry.objects.values_list("id", flat=True)[:50]]
         connections.close_all()
         gets = [{"name": "field_notes_get", "arguments": {"id": ids[i % len(ids)]}} for i in range(args.calls)]
-        report("get", *asyncio.run(drive(url, token, gets, args.concurrency)))
+        for _ in range(args.repeat_get):
+            report("get", *asyncio.run(drive(url, token, gets, args.concurrency)))
         browse = [{"name": "field_notes_search", "arguments": {"limit": 20}} for _ in range(args.calls)]
         report("search, unfiltered, limit 20", *asyncio.run(drive(url, token, browse, args.concurrency)))
         scan = [{"name": "field_notes_search", "arguments": {"query": "no such words", "limit": 50}}
