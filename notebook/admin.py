@@ -1,11 +1,13 @@
 """Operators' view of codexes. Read-only: an edit here would bypass the services,
 skipping revisions, fingerprints and the search columns."""
 
+import uuid
+
 from django.contrib import admin
 from django.db.models import Count, Max, QuerySet
 from django.http import HttpRequest
 
-from notebook.models import Codex, Entry, EntryRevision, RequestKey
+from notebook.models import Codex, Entry, EntryRevision, EntryTag, RequestKey
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -68,9 +70,7 @@ class TagFilter(admin.SimpleListFilter):
     parameter_name = "tag"
 
     def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin):
-        values = (
-            Entry.tag_rows.rel.related_model.objects.values_list("value", flat=True).distinct().order_by("value")[:50]
-        )
+        values = EntryTag.objects.values_list("value", flat=True).distinct().order_by("value")[:50]
         return [(value, value) for value in values]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Entry]) -> QuerySet[Entry]:
@@ -90,12 +90,13 @@ class EntryAdmin(ReadOnlyAdmin):
 
     def get_search_results(self, request: HttpRequest, queryset: QuerySet[Entry], search_term: str):
         # "=id" on a UUID field raises on text that is not a UUID; search titles only then.
-        import uuid
-
+        term = search_term.strip()
+        if not term:
+            return queryset, False
         try:
-            uuid.UUID(search_term.strip())
+            uuid.UUID(term)
         except ValueError:
-            return queryset.filter(title__icontains=search_term.strip()), False
+            return queryset.filter(title__icontains=term), False
         return super().get_search_results(request, queryset, search_term)
 
 

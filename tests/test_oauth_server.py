@@ -34,12 +34,21 @@ class OAuthServerTestCase(LiveServerTestCase):
         self.browser = Browser(self.base, "alice", "alice-password")
         self.addCleanup(self.browser.close)
 
-    def authorize(self, *, allow: bool = True, **params: str) -> dict[str, str]:
+    def authorization_url(self, **params: str) -> tuple[str, str]:
+        """An authorization URL with S256 PKCE and both scopes unless ``params`` say otherwise."""
         verifier, challenge = pkce_pair()
         params.setdefault("code_challenge", challenge)
         params.setdefault("code_challenge_method", "S256")
         params.setdefault("scope", "notes:read notes:write")
-        redirect = self.browser.authorize(authorization_url(self.base, self.client_id, **params), allow=allow)
+        return authorization_url(self.base, self.client_id, **params), verifier
+
+    def open_authorization(self, **params: str) -> httpx2.Response:
+        """Signed in, open the authorization URL: the consent page, or a redirect refusing it."""
+        return self.browser.open_authorization(self.authorization_url(**params)[0])
+
+    def authorize(self, *, allow: bool = True, **params: str) -> dict[str, str]:
+        url, verifier = self.authorization_url(**params)
+        redirect = self.browser.authorize(url, allow=allow)
         redirect["verifier"] = verifier
         return redirect
 
@@ -107,16 +116,7 @@ class ConsentTest(OAuthServerTestCase):
         self.assertIn("/accounts/login/?next=", response.headers["location"])
 
     def test_the_consent_page_names_the_client_its_redirect_host_and_scopes_in_words(self) -> None:
-        _, challenge = pkce_pair()
-        page = self.browser.open_authorization(
-            authorization_url(
-                self.base,
-                self.client_id,
-                scope="notes:read notes:write",
-                code_challenge=challenge,
-                code_challenge_method="S256",
-            )
-        )
+        page = self.open_authorization(scope="notes:read notes:write")
         self.assertEqual(page.status_code, 200)
         self.assertIn('<html lang="en">', page.text)
         self.assertIn("Test agent", page.text)
@@ -126,10 +126,7 @@ class ConsentTest(OAuthServerTestCase):
         self.assertIn("runs on your own computer", page.text)
 
     def test_the_consent_form_is_csrf_protected(self) -> None:
-        _, challenge = pkce_pair()
-        page = self.browser.open_authorization(
-            authorization_url(self.base, self.client_id, code_challenge=challenge, code_challenge_method="S256")
-        )
+        page = self.open_authorization()
         form = next(f for f in forms_of(page.text) if "client_id" in f["fields"])
         fields = {k: v for k, v in form["fields"].items() if k != "csrfmiddlewaretoken"}
         fields["allow"] = "Authorize"
@@ -176,30 +173,21 @@ class RefusalTest(OAuthServerTestCase):
 
     def test_a_missing_code_challenge_is_refused(self) -> None:
         response = self.browser.open_authorization(authorization_url(self.base, self.client_id, scope="notes:read"))
+        # (built by hand: the helper would add a code_challenge)
         self.assertEqual(response.status_code, 302)
         redirect = query_of(response.headers["location"])
         self.assertEqual(redirect["error"], "invalid_request")
         self.assertEqual(redirect["iss"], self.issuer)
 
     def test_the_plain_method_is_refused_before_consent(self) -> None:
-        response = self.browser.open_authorization(
-            authorization_url(self.base, self.client_id, code_challenge="a" * 43, code_challenge_method="plain")
-        )
+        response = self.open_authorization(code_challenge="a" * 43, code_challenge_method="plain")
         self.assertEqual(response.status_code, 302)
         redirect = query_of(response.headers["location"])
         self.assertEqual((redirect["error"], redirect["iss"]), ("invalid_request", self.issuer))
         self.assertIn("S256", redirect["error_description"])
 
     def test_a_mismatched_redirect_uri_is_refused(self) -> None:
-        _, challenge = pkce_pair()
-        url = authorization_url(
-            self.base,
-            self.client_id,
-            code_challenge=challenge,
-            code_challenge_method="S256",
-            redirect_uri="https://attacker.example/cb",
-        )
-        response = self.browser.open_authorization(url)
+        response = self.open_authorization(redirect_uri="https://attacker.example/cb")
         self.assertEqual(response.status_code, 400)  # shown to the person, never redirected
         self.assertNotIn("attacker.example", response.headers.get("location", ""))
         redirect = self.authorize()
@@ -209,16 +197,7 @@ class RefusalTest(OAuthServerTestCase):
         self.assertEqual(exchanged.status_code, 400)
 
     def test_a_foreign_resource_is_refused_with_invalid_target(self) -> None:
-        _, challenge = pkce_pair()
-        response = self.browser.open_authorization(
-            authorization_url(
-                self.base,
-                self.client_id,
-                code_challenge=challenge,
-                code_challenge_method="S256",
-                resource="https://other.example/mcp",
-            )
-        )
+        response = self.open_authorization(resource="https://other.example/mcp")
         self.assertEqual(response.status_code, 302)  # refused before the consent page
         redirect = query_of(response.headers["location"])
         self.assertEqual(
