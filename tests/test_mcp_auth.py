@@ -190,3 +190,50 @@ class AfreshCheckTest(TransactionTestCase):
     def test_a_user_deactivated_after_the_http_check_is_unauthenticated(self) -> None:
         get_user_model().objects.filter(pk=self.alice.pk).update(is_active=False)
         self.assertEqual(self.call("field_notes_search", {})["code"], "unauthenticated")
+
+
+class ProtocolVersionTest(LiveServerTestCase):
+    def setUp(self) -> None:
+        self.token = self.token_for(self.make_user("alice"))
+
+    def test_the_handshake_versions_are_negotiated(self) -> None:
+        for version in ["2025-11-25", "2025-06-18"]:
+            with self.subTest(version=version):
+                body = rpc_body(
+                    "initialize",
+                    {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+                )
+                response = post(self.mcp_url, body, token=self.token, version=version)
+                self.assertEqual(response.status_code, 200, response.text)
+                result = response.json()["result"]
+                self.assertEqual(result["protocolVersion"], version)
+                self.assertEqual(result["serverInfo"]["name"], "agent-codex")
+                self.assertNotIn("mcp-session-id", response.headers)  # stateless
+
+    def test_server_discover_lists_2026_07_28(self) -> None:
+        response = post(self.mcp_url, rpc_body("server/discover", version=MODERN), token=self.token, version=MODERN)
+        self.assertEqual(response.status_code, 200, response.text)
+        self.assertIn("2026-07-28", response.json()["result"]["supportedVersions"])
+
+    def test_an_mcp_name_header_that_disagrees_with_the_body_cannot_dodge_the_scope_check(self) -> None:
+        read_only = self.token_for(get_user_model().objects.get(username="alice"), scopes=["notes:read"])
+        body = rpc_body("tools/call", {"name": "field_notes_save", "arguments": SAVE_ARGS}, version=MODERN)
+        response = post(
+            self.mcp_url,
+            body,
+            token=read_only,
+            version=MODERN,
+            headers={"Mcp-Method": "tools/call", "Mcp-Name": "field_notes_search"},
+        )
+        self.assertIn(response.status_code, {400, 403}, response.text)
+        self.assertFalse(Entry.objects.exists())
+
+    def test_a_legacy_batch_is_scope_checked_too(self) -> None:
+        read_only = self.token_for(get_user_model().objects.get(username="alice"), scopes=["notes:read"])
+        batch = [
+            rpc_body("tools/call", {"name": "field_notes_search", "arguments": {}}, request_id=1),
+            rpc_body("tools/call", {"name": "field_notes_save", "arguments": SAVE_ARGS}, request_id=2),
+        ]
+        response = post(self.mcp_url, batch, token=read_only)
+        self.assertEqual(response.status_code, 403)
+        self.assertFalse(Entry.objects.exists())
