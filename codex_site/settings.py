@@ -76,8 +76,9 @@ if not SECRET_KEY:
 CODEX_PUBLIC_URL = os.environ.get("CODEX_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
 _public = urlsplit(CODEX_PUBLIC_URL)
 if _public.scheme not in {"http", "https"} or not _public.netloc or _public.path not in {"", "/"}:
-    raise ImproperlyConfigured(
-        f"CODEX_PUBLIC_URL must be an origin like https://codex.example.com, not {CODEX_PUBLIC_URL!r}"
+    sys.exit(
+        "Agent Codex refuses to start: CODEX_PUBLIC_URL must be an origin like "
+        f"https://codex.example.com, not {CODEX_PUBLIC_URL!r}"
     )
 CODEX_RESOURCE_URL = CODEX_PUBLIC_URL + "/mcp"
 CODEX_ISSUER_URL = CODEX_PUBLIC_URL + "/o"
@@ -139,9 +140,7 @@ SQLITE_PATH = Path(os.environ.get("CODEX_SQLITE_PATH", VAR_DIR / "codex.sqlite3"
 CONN_MAX_AGE = envint("CODEX_CONN_MAX_AGE", 0 if TESTING else 60)
 if os.environ.get("DATABASE_URL"):
     DATABASES = {
-        "default": dj_database_url.parse(
-            os.environ["DATABASE_URL"], conn_max_age=CONN_MAX_AGE, conn_health_checks=True
-        )
+        "default": dj_database_url.parse(os.environ["DATABASE_URL"], conn_max_age=CONN_MAX_AGE, conn_health_checks=True)
     }
 else:
     SQLITE_PATH.parent.mkdir(parents=True, exist_ok=True)

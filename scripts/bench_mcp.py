@@ -93,8 +93,14 @@ def main() -> None:
     var = tempfile.mkdtemp(prefix="codex-bench-")
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    env = dict(os.environ, DJANGO_DEBUG="0", SECRET_KEY="bench-" + "k" * 50, CODEX_VAR_DIR=var,
-               CODEX_PUBLIC_URL=base, CODEX_LOG_LEVEL="WARNING")
+    env = dict(
+        os.environ,
+        DJANGO_DEBUG="0",
+        SECRET_KEY="bench-" + "k" * 50,
+        CODEX_VAR_DIR=var,
+        CODEX_PUBLIC_URL=base,
+        CODEX_LOG_LEVEL="WARNING",
+    )
     os.environ.update(env)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "codex_site.settings")
     import django
@@ -113,9 +119,21 @@ def main() -> None:
     connections.close_all()
 
     server = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "codex_site.asgi:application", "--host", "127.0.0.1", "--port", str(port),
-         "--log-level", "warning", "--no-access-log"],
-        cwd=ROOT, env=env,
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "codex_site.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+            "--no-access-log",
+        ],
+        cwd=ROOT,
+        env=env,
     )
     try:
         deadline = time.monotonic() + 30
@@ -134,8 +152,13 @@ def main() -> None:
 
         content = "Field note about the launch checklist and its rollback step. " * 8
         saves = [
-            {"name": "field_notes_save",
-             "arguments": {"requestId": f"bench-{i}", "entry": {"content": f"{content} #{i}", "tags": [f"t{i % 10}"]}}}
+            {
+                "name": "field_notes_save",
+                "arguments": {
+                    "requestId": f"bench-{i}",
+                    "entry": {"content": f"{content} #{i}", "tags": [f"t{i % 10}"]},
+                },
+            }
             for i in range(args.calls)
         ]
         report("save (new entries)", *asyncio.run(drive(url, token, saves, args.concurrency)))
@@ -150,14 +173,20 @@ def main() -> None:
             report("get", *asyncio.run(drive(url, token, gets, args.concurrency)))
         browse = [{"name": "field_notes_search", "arguments": {"limit": 20}} for _ in range(args.calls)]
         report("search, unfiltered, limit 20", *asyncio.run(drive(url, token, browse, args.concurrency)))
-        scan = [{"name": "field_notes_search", "arguments": {"query": "no such words", "limit": 50}}
-                for _ in range(args.calls)]
+        scan = [
+            {"name": "field_notes_search", "arguments": {"query": "no such words", "limit": 50}}
+            for _ in range(args.calls)
+        ]
         report("search, query scanning 100", *asyncio.run(drive(url, token, scan, args.concurrency)))
         by_tag = [{"name": "field_notes_search", "arguments": {"tag": "t3", "limit": 50}} for _ in range(args.calls)]
         report("search, tag filter", *asyncio.run(drive(url, token, by_tag, args.concurrency)))
-        updates = [{"name": "field_notes_update",
-                    "arguments": {"id": ids[i % len(ids)], "expectedRevision": 1, "entry": {"content": "x"}}}
-                   for i in range(len(ids))]
+        updates = [
+            {
+                "name": "field_notes_update",
+                "arguments": {"id": ids[i % len(ids)], "expectedRevision": 1, "entry": {"content": "x"}},
+            }
+            for i in range(len(ids))
+        ]
         report("update (first per entry)", *asyncio.run(drive(url, token, updates, args.concurrency)))
         print(f"server RSS at end: {rss_mib(server.pid):.0f} MiB")
     finally:

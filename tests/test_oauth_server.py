@@ -4,8 +4,9 @@ import datetime as dt
 
 import httpx2
 from django.test import override_settings
-from oauth2_provider.models import get_access_token_model, get_refresh_token_model
+from oauth2_provider.models import get_access_token_model, get_application_model, get_refresh_token_model
 
+from codex_site.settings import oauth2_provider_settings
 from mcp_endpoint.auth import token_checksum
 from tests.http_client import call_tool
 from tests.live import LiveServerTestCase
@@ -20,6 +21,7 @@ from tests.oauth_helpers import (
     refresh,
     register_client,
 )
+from tests.sdk_oauth import LoopbackMetadataServer
 
 AccessToken = get_access_token_model()
 RefreshToken = get_refresh_token_model()
@@ -286,4 +288,35 @@ class RateLimitTest(OAuthServerTestCase):
         self.assertEqual(statuses[-1], 429)
 
 
-del REDIRECT_URI
+class IntrospectionTest(OAuthServerTestCase):
+    def test_a_resource_server_can_introspect_a_token_and_sees_its_audience(self) -> None:
+        Application = get_application_model()
+        Application.objects.create(
+            name="Introspecting resource server",
+            client_id="resource-server",
+            client_secret="resource-server-secret",
+            client_type=Application.CLIENT_CONFIDENTIAL,
+            authorization_grant_type=Application.GRANT_CLIENT_CREDENTIALS,
+        )
+        tokens = self.tokens()
+        auth = ("resource-server", "resource-server-secret")
+        active = httpx2.post(self.base + "/o/introspect/", data={"token": tokens["access_token"]}, auth=auth).json()
+        self.assertTrue(active["active"])
+        self.assertEqual(active["username"], "alice")
+        self.assertEqual(set(active["scope"].split()), {"notes:read", "notes:write"})
+        self.assertEqual(active["aud"], [self.mcp_url])
+        unknown = httpx2.post(self.base + "/o/introspect/", data={"token": "no-such-token"}, auth=auth).json()
+        self.assertEqual(unknown, {"active": False})
+
+
+class MetadataDocumentAllowListTest(OAuthServerTestCase):
+    def test_a_client_id_host_outside_the_allow_list_is_never_fetched(self) -> None:
+        restricted = oauth2_provider_settings(self.base) | {"CIMD_ALLOWED_HOSTS": ["agents.example.com"]}
+        with LoopbackMetadataServer() as metadata, override_settings(OAUTH2_PROVIDER=restricted):
+            metadata.document = {"client_id": metadata.url, "client_name": "x", "redirect_uris": [REDIRECT_URI]}
+            _, challenge = pkce_pair()
+            response = self.browser.open_authorization(
+                authorization_url(self.base, metadata.url, code_challenge=challenge, code_challenge_method="S256")
+            )
+            self.assertEqual(response.status_code, 400)
+            self.assertEqual(metadata.requests, 0)
