@@ -47,7 +47,8 @@ def token_checksum(raw_token: str) -> str:
 def check_token_checksum(checksum: str) -> TokenGrant:
     """Re-read the token from the database and check everything but scopes."""
     AccessToken = get_access_token_model()
-    token = AccessToken.objects.select_related("user").filter(token_checksum=checksum).first()
+    # The codex rides along (a LEFT JOIN), saving the tool call a query.
+    token = AccessToken.objects.select_related("user", "user__codex").filter(token_checksum=checksum).first()
     if token is None:
         # Unknown and revoked look the same: DOT deletes revoked access tokens.
         raise TokenRejected("The access token is not recognized or has been revoked")

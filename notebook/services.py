@@ -20,9 +20,15 @@ def _now() -> dt.datetime:
 
 
 def codex_for_user(*, user: AbstractBaseUser) -> Codex:
-    """The user's codex, created on first use. Concurrent first calls create one codex."""
-    codex, _ = Codex.objects.get_or_create(owner=user)
-    return codex
+    """The user's codex, created on first use. Concurrent first calls create one codex.
+
+    A user loaded with ``select_related("codex")`` answers without another query.
+    """
+    try:
+        return user.codex
+    except Codex.DoesNotExist:
+        codex, _ = Codex.objects.get_or_create(owner=user)
+        return codex
 
 
 def _apply(entry: Entry, data: EntryInput) -> None:
