@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
+from django.db import DatabaseError
 from django.http.request import split_domain_port, validate_host
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
@@ -181,6 +182,11 @@ class GuardedMCPApp:
             grant = await run_sync(lambda: auth.check_bearer_token(raw_token))
         except auth.TokenRejected as rejected:
             return _auth_error(401, error="invalid_token", description=rejected.description, scopes=ALL_SCOPES), None
+        except DatabaseError:
+            logger.warning("token check failed: database unavailable", exc_info=True)
+            response = _plain_error(503, "The server cannot check tokens right now; retry shortly")
+            response.headers["Retry-After"] = "5"
+            return response, None
 
         needed = set().union(*(TOOL_SCOPES.get(name, frozenset()) for name in _called_tools(headers, body)))
         if missing := auth.missing_scopes(grant, needed):
