@@ -67,6 +67,9 @@ class LiveServerTestCase(TransactionTestCase):
             CODEX_ALLOWED_ORIGINS=[base],
             CSRF_TRUSTED_ORIGINS=[base],
             OAUTH2_PROVIDER=oauth2_provider_settings(base),
+            # Every test registers clients from 127.0.0.1; only the rate-limit tests lower these.
+            CODEX_DCR_RATE_LIMIT=10_000,
+            CODEX_CIMD_RATE_LIMIT=10_000,
         )
         cls._settings_override.enable()
         cls.live.start()

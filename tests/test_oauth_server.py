@@ -3,6 +3,7 @@
 import datetime as dt
 
 import httpx2
+from django.core.cache import cache
 from django.test import override_settings
 from oauth2_provider.models import get_access_token_model, get_application_model, get_refresh_token_model
 
@@ -270,6 +271,10 @@ class RefusalTest(OAuthServerTestCase):
 
 
 class RateLimitTest(OAuthServerTestCase):
+    def setUp(self) -> None:
+        cache.clear()  # start each test with fresh per-address counters
+        super().setUp()
+
     def test_dynamic_registration_is_rate_limited_with_a_clear_429(self) -> None:
         with override_settings(CODEX_DCR_RATE_LIMIT=3):
             responses = [register_client(self.base) for _ in range(3)]
