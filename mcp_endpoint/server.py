@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import mcp_types as types
 from asgiref.sync import sync_to_async
-from django.db import DatabaseError, InterfaceError, OperationalError, close_old_connections
+from django.db import InterfaceError, OperationalError, close_old_connections
 from jsonschema import Draft7Validator
 from jsonschema.exceptions import ValidationError as SchemaViolation
 from jsonschema.exceptions import best_match
@@ -164,8 +164,7 @@ async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolR
         return error_result(Unavailable("The notebook is temporarily unavailable; retry shortly"))
     except Exception as exc:
         reference = uuid.uuid4().hex[:12]
-        level = logging.ERROR if not isinstance(exc, DatabaseError) else logging.WARNING
-        logger.log(level, "tool %s failed (reference %s)", name, reference, exc_info=True)
+        logger.error("tool %s failed (reference %s)", name, reference, exc_info=True)
         return error_result(Internal(f"Something went wrong on the server (reference {reference})"))
     return _text_result(result, is_error=False)
 
