@@ -162,7 +162,7 @@ async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolR
     except (OperationalError, InterfaceError):
         logger.warning("database unavailable during %s", name, exc_info=True)
         return error_result(Unavailable("The notebook is temporarily unavailable; retry shortly"))
-    except Exception as exc:
+    except Exception:  # the tool boundary: nothing escapes to the client
         reference = uuid.uuid4().hex[:12]
         logger.error("tool %s failed (reference %s)", name, reference, exc_info=True)
         return error_result(Internal(f"Something went wrong on the server (reference {reference})"))
