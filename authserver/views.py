@@ -7,7 +7,6 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
-from django.db import transaction
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
@@ -18,6 +17,7 @@ from oauth2_provider.views import AuthorizationView
 from oauth2_provider.views.dynamic_client_registration import DynamicClientRegistrationView
 
 from authserver.ratelimit import allow, client_address
+from mcp_endpoint.auth import revoke_tokens
 
 SCOPE_WORDS = {"notes:read": "read your notes", "notes:write": "write your notes"}
 
@@ -119,12 +119,10 @@ def authorized_clients(request: HttpRequest) -> HttpResponse:
     for application in get_application_model().objects.filter(pk__in=application_ids).order_by("name", "pk"):
         tokens = access.filter(application=application)
         scopes = sorted({scope for token in tokens for scope in token.scope.split()})
-        last = tokens.order_by("-created").values_list("created", flat=True).first()
         clients.append(
             {
                 "application": application,
                 "scopes": [SCOPE_WORDS.get(scope, scope) for scope in scopes],
-                "last_authorized": last,
                 "redirect_host": urlsplit(application.redirect_uris.split()[0]).hostname
                 if application.redirect_uris
                 else "",
@@ -138,12 +136,7 @@ def authorized_clients(request: HttpRequest) -> HttpResponse:
 def revoke_client(request: HttpRequest, application_id: int) -> HttpResponse:
     """Revoke every token this person gave the client (CSRF-protected form post)."""
     application = get_object_or_404(get_application_model(), pk=application_id)
-    with transaction.atomic():
-        for refresh_token in get_refresh_token_model().objects.filter(
-            user=request.user, application=application, revoked__isnull=True
-        ):
-            refresh_token.revoke()
-        get_access_token_model().objects.filter(user=request.user, application=application).delete()
+    revoke_tokens(user=request.user, application=application)
     return redirect("authserver:clients")
 
 

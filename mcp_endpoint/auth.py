@@ -15,8 +15,14 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.contrib.auth.base_user import AbstractBaseUser
+from django.db import transaction
 from django.utils import timezone
-from oauth2_provider.models import get_access_token_model, get_application_model, set_token_value
+from oauth2_provider.models import (
+    get_access_token_model,
+    get_application_model,
+    get_refresh_token_model,
+    set_token_value,
+)
 
 from mcp_endpoint.schemas import ALL_SCOPES
 
@@ -101,3 +107,22 @@ def mint_access_token(*, user: AbstractBaseUser, scopes: Iterable[str], lifetime
     set_token_value(token, raw)
     token.save()
     return raw
+
+
+@transaction.atomic
+def revoke_tokens(*, user: AbstractBaseUser, application: object | None = None) -> tuple[int, int]:
+    """Revoke a user's refresh and access tokens (only those of ``application``, if given).
+
+    Returns (refresh tokens revoked, remaining access tokens deleted).
+    """
+    refresh_tokens = get_refresh_token_model().objects.filter(user=user, revoked__isnull=True)
+    access_tokens = get_access_token_model().objects.filter(user=user)
+    if application is not None:
+        refresh_tokens = refresh_tokens.filter(application=application)
+        access_tokens = access_tokens.filter(application=application)
+    revoked = 0
+    for refresh_token in refresh_tokens:
+        refresh_token.revoke()  # DOT's own revoke also deletes its access token
+        revoked += 1
+    deleted, _ = access_tokens.delete()
+    return revoked, deleted

@@ -3,11 +3,15 @@
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
+from types import SimpleNamespace
 from typing import Any, TypeVar
 
 import httpx2
+import mcp_types as types
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+
+from mcp_endpoint import server as mcp_server
 
 T = TypeVar("T")
 
@@ -21,6 +25,13 @@ def with_client(url: str, token: str, mode: str, work: Callable[[Client], Awaita
                 return await work(client)
 
     return asyncio.run(run())
+
+
+def call_tool_directly(grant: Any, name: str, arguments: dict[str, Any]) -> Any:
+    """Run the server's tools/call handler as if the HTTP check had passed with ``grant``."""
+    context = SimpleNamespace(request=SimpleNamespace(scope={mcp_server.GRANT_SCOPE_KEY: grant}))
+    params = types.CallToolRequestParams(name=name, arguments=arguments)
+    return asyncio.run(mcp_server.call_tool(context, params))
 
 
 def error_of(result: Any) -> dict[str, str]:

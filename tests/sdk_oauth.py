@@ -21,7 +21,7 @@ from mcp.client.auth import OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 
-from tests.oauth_helpers import REDIRECT_URI, Browser, query_of
+from tests.oauth_helpers import REDIRECT_URI, Browser
 
 
 class MemoryStorage:
@@ -147,6 +147,3 @@ def _self_signed(directory: Path) -> tuple[Path, Path]:
         key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
     )
     return cert_path, key_path
-
-
-__all__ = ["query_of"]

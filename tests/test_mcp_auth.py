@@ -1,22 +1,17 @@
 """The resource-server side of contract 8, over real HTTP."""
 
-import asyncio
 import datetime as dt
-import json
-from types import SimpleNamespace
 
 import httpx2
-import mcp_types as types
 from django.contrib.auth import get_user_model
 from django.test import TransactionTestCase
 from oauth2_provider.models import get_access_token_model
 
-from mcp_endpoint import server as mcp_server
 from mcp_endpoint.auth import check_bearer_token, mint_access_token, token_checksum
-from mcp_endpoint.server import GRANT_SCOPE_KEY
 from notebook.models import Entry
 from tests.http_client import LEGACY, MODERN, call_tool, post, rpc_body
 from tests.live import LiveServerTestCase
+from tests.mcp_client import call_tool_directly, error_of
 
 AccessToken = get_access_token_model()
 SAVE_ARGS = {"requestId": "r1", "entry": {"content": "hello"}}
@@ -167,11 +162,7 @@ class AfreshCheckTest(TransactionTestCase):
         self.stored = AccessToken.objects.filter(token_checksum=self.grant.token_checksum)
 
     def call(self, name: str, arguments: dict) -> dict:
-        request = SimpleNamespace(scope={GRANT_SCOPE_KEY: self.grant})
-        params = types.CallToolRequestParams(name=name, arguments=arguments)
-        result = asyncio.run(mcp_server.call_tool(SimpleNamespace(request=request), params))
-        self.assertTrue(result.is_error)
-        return json.loads(result.content[0].text)["error"]
+        return error_of(call_tool_directly(self.grant, name, arguments))
 
     def test_a_token_revoked_after_the_http_check_is_unauthenticated(self) -> None:
         self.stored.delete()

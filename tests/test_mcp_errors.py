@@ -1,21 +1,17 @@
 """The tool boundary: whatever goes wrong inside, the client gets a contract error, never internals."""
 
-import asyncio
 import datetime as dt
-import json
-from types import SimpleNamespace
 from unittest import mock
 
-import mcp_types as types
 from django.contrib.auth import get_user_model
 from django.db import OperationalError
 from django.test import TransactionTestCase
 
 from mcp_endpoint import server as mcp_server
 from mcp_endpoint.auth import check_bearer_token, mint_access_token
-from mcp_endpoint.server import GRANT_SCOPE_KEY
 from tests.http_client import call_tool
 from tests.live import LiveServerTestCase
+from tests.mcp_client import call_tool_directly, error_of
 
 
 class ToolBoundaryTest(TransactionTestCase):
@@ -24,21 +20,14 @@ class ToolBoundaryTest(TransactionTestCase):
         token = mint_access_token(user=user, scopes=["notes:read", "notes:write"], lifetime=dt.timedelta(hours=1))
         self.grant = check_bearer_token(token)
 
-    def call(self, name: str, arguments: dict) -> types.CallToolResult:
-        context = SimpleNamespace(request=SimpleNamespace(scope={GRANT_SCOPE_KEY: self.grant}))
-        params = types.CallToolRequestParams(name=name, arguments=arguments)
-        return asyncio.run(mcp_server.call_tool(context, params))
-
-    def error(self, result: types.CallToolResult) -> dict:
-        self.assertTrue(result.is_error)
-        self.assertIsNone(result.structured_content)
-        return json.loads(result.content[0].text)["error"]
+    def call_error(self, name: str, arguments: dict) -> dict:
+        return error_of(call_tool_directly(self.grant, name, arguments))
 
     def test_an_unexpected_exception_is_internal_without_its_text(self) -> None:
         boom = RuntimeError("SELECT secret FROM /etc/passwd")
         with mock.patch.dict(mcp_server.ADAPTERS, {"field_notes_search": mock.Mock(side_effect=boom)}):
             with self.assertLogs("mcp_endpoint.server", "ERROR") as logged:
-                error = self.error(self.call("field_notes_search", {}))
+                error = self.call_error("field_notes_search", {})
         self.assertEqual(error["code"], "internal")
         self.assertNotIn("secret", error["message"])
         self.assertNotIn("passwd", error["message"])
@@ -51,7 +40,7 @@ class ToolBoundaryTest(TransactionTestCase):
             mock.patch.dict(mcp_server.ADAPTERS, {"field_notes_get": mock.Mock(side_effect=outage)}),
             self.assertLogs("mcp_endpoint.server", "WARNING"),
         ):
-            error = self.error(self.call("field_notes_get", {"id": "11111111-1111-4111-8111-111111111111"}))
+            error = self.call_error("field_notes_get", {"id": "11111111-1111-4111-8111-111111111111"})
         self.assertEqual(error["code"], "unavailable")
         self.assertNotIn("Connection refused", error["message"])
 
