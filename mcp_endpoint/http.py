@@ -26,10 +26,10 @@ from starlette.types import Message, Receive, Scope, Send
 from mcp_endpoint import auth
 from mcp_endpoint.schemas import ALL_SCOPES, TOOL_SCOPES
 from mcp_endpoint.server import GRANT_SCOPE_KEY, create_server, run_sync
+from notebook.limits import MAX_BODY_BYTES
 
 logger = logging.getLogger(__name__)
 
-MAX_BODY_BYTES = 1024 * 1024
 PRM_PATH = "/.well-known/oauth-protected-resource/mcp"
 PRM_ROOT_PATH = "/.well-known/oauth-protected-resource"
 

@@ -13,25 +13,23 @@ answered with ``invalid_argument``; the schemas carry the character limits.
 import copy
 from typing import Any
 
-from notebook.models import (
+from notebook.limits import (
     CONTENT_MAX_BYTES,
+    CURSOR_MAX_CHARS,
+    ENTRY_ID_REGEX,
+    MAX_SAFE_INTEGER,
+    QUERY_MAX_CHARS,
     RELATED_AGENT_MAX_CHARS,
     RELATED_AGENTS_MAX_ITEMS,
     REQUEST_ID_MAX_CHARS,
+    SEARCH_LIMIT_DEFAULT,
+    SEARCH_LIMIT_MAX,
     TAG_MAX_CHARS,
     TAGS_MAX_ITEMS,
     TITLE_MAX_CHARS,
 )
-from notebook.validation import (
-    CURSOR_MAX_CHARS,
-    MAX_SAFE_INTEGER,
-    QUERY_MAX_CHARS,
-    SEARCH_LIMIT_DEFAULT,
-    SEARCH_LIMIT_MAX,
-)
 
 DIALECT = "http://json-schema.org/draft-07/schema#"
-ENTRY_ID_REGEX = "^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$"
 TIMESTAMP_REGEX = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$"
 
 READ = "notes:read"

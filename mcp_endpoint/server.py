@@ -29,13 +29,13 @@ from mcp_endpoint.schemas import TOOL_SCOPES, TOOLS, TOOLS_BY_NAME
 from mcp_endpoint.tools import ADAPTERS
 from notebook import services
 from notebook.exceptions import Internal, NotebookError, PermissionDenied, Unauthenticated, Unavailable
+from notebook.limits import MAX_ARGUMENT_MEMBERS
 
 logger = logging.getLogger(__name__)
 
 SERVER_NAME = "agent-codex"
 SERVER_TITLE = "Agent Codex"
 SERVER_VERSION = "0.1.0"
-MAX_ARGUMENT_MEMBERS = 2_000
 GRANT_SCOPE_KEY = "codex.grant"
 
 _VALIDATORS = {tool["name"]: Draft7Validator(tool["inputSchema"]) for tool in TOOLS}
