@@ -17,7 +17,7 @@ from oauth2_provider.views import AuthorizationView
 from oauth2_provider.views.dynamic_client_registration import DynamicClientRegistrationView
 
 from authserver.ratelimit import allow, client_address
-from mcp_endpoint.auth import revoke_tokens
+from authserver.tokens import revoke_tokens
 
 SCOPE_WORDS = {"notes:read": "read your notes", "notes:write": "write your notes"}
 

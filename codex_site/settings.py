@@ -13,6 +13,8 @@ from urllib.parse import urlsplit
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from authserver.scopes import READ, SCOPES
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("CODEX_VAR_DIR", BASE_DIR / "var"))
 
@@ -202,8 +204,8 @@ def oauth2_provider_settings(public_url: str) -> dict:
     A function of the public URL so tests that serve on an ephemeral port can rebuild it.
     """
     return {
-        "SCOPES": {"notes:read": "Read your notes", "notes:write": "Write your notes"},
-        "DEFAULT_SCOPES": ["notes:read"],
+        "SCOPES": SCOPES,
+        "DEFAULT_SCOPES": [READ],
         "ACCESS_TOKEN_EXPIRE_SECONDS": envint("CODEX_ACCESS_TOKEN_SECONDS", 3600),
         "REFRESH_TOKEN_EXPIRE_SECONDS": envint("CODEX_REFRESH_TOKEN_SECONDS", 30 * 24 * 3600),
         "AUTHORIZATION_CODE_EXPIRE_SECONDS": 60,

@@ -24,7 +24,8 @@ from starlette.routing import Route
 from starlette.types import Message, Receive, Scope, Send
 
 from mcp_endpoint import auth
-from mcp_endpoint.schemas import ALL_SCOPES, TOOL_SCOPES
+from mcp_endpoint.auth import ALL_SCOPES
+from mcp_endpoint.schemas import TOOL_SCOPES
 from mcp_endpoint.server import GRANT_SCOPE_KEY, create_server, run_sync
 from notebook.limits import MAX_BODY_BYTES
 

@@ -13,6 +13,7 @@ answered with ``invalid_argument``; the schemas carry the character limits.
 import copy
 from typing import Any
 
+from mcp_endpoint.auth import READ, WRITE
 from notebook.limits import (
     CONTENT_MAX_BYTES,
     CURSOR_MAX_CHARS,
@@ -32,8 +33,6 @@ from notebook.limits import (
 DIALECT = "http://json-schema.org/draft-07/schema#"
 TIMESTAMP_REGEX = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$"
 
-READ = "notes:read"
-WRITE = "notes:write"
 
 _ENTRY_ID = {"type": "string", "pattern": ENTRY_ID_REGEX, "description": "Lowercase UUIDv4 of an entry."}
 
@@ -304,4 +303,3 @@ TOOL_SCOPES: dict[str, frozenset[str]] = {
     "field_notes_search": frozenset({READ}),
     "field_notes_update": frozenset({READ, WRITE}),
 }
-ALL_SCOPES = (READ, WRITE)

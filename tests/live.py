@@ -12,9 +12,9 @@ from django.contrib.auth import get_user_model
 from django.core.cache import cache
 from django.test import TransactionTestCase, override_settings
 
+from authserver.tokens import mint_access_token
 from codex_site.asgi import build_application
 from codex_site.settings import oauth2_provider_settings
-from mcp_endpoint.auth import mint_access_token
 
 BOTH_SCOPES = ("notes:read", "notes:write")
 

@@ -7,7 +7,8 @@ from django.contrib.auth import get_user_model
 from django.test import TransactionTestCase
 from oauth2_provider.models import get_access_token_model
 
-from mcp_endpoint.auth import check_bearer_token, mint_access_token, token_checksum
+from authserver.tokens import mint_access_token
+from mcp_endpoint.auth import check_bearer_token, token_checksum
 from notebook.models import Entry
 from tests.http_client import LEGACY, MODERN, call_tool, post, rpc_body
 from tests.live import LiveServerTestCase

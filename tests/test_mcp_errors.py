@@ -7,8 +7,9 @@ from django.contrib.auth import get_user_model
 from django.db import OperationalError
 from django.test import TransactionTestCase
 
+from authserver.tokens import mint_access_token
 from mcp_endpoint import server as mcp_server
-from mcp_endpoint.auth import check_bearer_token, mint_access_token
+from mcp_endpoint.auth import check_bearer_token
 from tests.http_client import call_tool
 from tests.live import LiveServerTestCase
 from tests.mcp_client import call_tool_directly, error_of
