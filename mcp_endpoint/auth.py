@@ -21,6 +21,9 @@ from authserver.scopes import ALL_SCOPES as ALL_SCOPES
 from authserver.scopes import READ as READ
 from authserver.scopes import WRITE as WRITE
 
+# Where the HTTP guard leaves the checked grant in the ASGI scope for the tool handler.
+GRANT_SCOPE_KEY = "codex.grant"
+
 
 class TokenRejected(Exception):
     """The bearer token cannot be used here; ``description`` is safe to show the client."""

@@ -25,8 +25,9 @@ from starlette.types import Message, Receive, Scope, Send
 
 from mcp_endpoint import auth
 from mcp_endpoint.auth import ALL_SCOPES
+from mcp_endpoint.boundary import run_sync
 from mcp_endpoint.schemas import TOOL_SCOPES
-from mcp_endpoint.server import GRANT_SCOPE_KEY, create_server, run_sync
+from mcp_endpoint.server import create_server
 from notebook.limits import MAX_BODY_BYTES
 
 logger = logging.getLogger(__name__)
@@ -194,7 +195,7 @@ class GuardedMCPApp:
             needed_in_order = [scope_name for scope_name in ALL_SCOPES if scope_name in needed]
             description = f"This call needs the scope {' '.join(missing)}"
             return _auth_error(403, error="insufficient_scope", description=description, scopes=needed_in_order), None
-        scope[GRANT_SCOPE_KEY] = grant
+        scope[auth.GRANT_SCOPE_KEY] = grant
         return None, body
 
 

@@ -12,6 +12,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from mcp_endpoint import server as mcp_server
+from mcp_endpoint.auth import GRANT_SCOPE_KEY
 
 T = TypeVar("T")
 
@@ -29,7 +30,7 @@ def with_client(url: str, token: str, mode: str, work: Callable[[Client], Awaita
 
 def call_tool_directly(grant: Any, name: str, arguments: dict[str, Any]) -> Any:
     """Run the server's tools/call handler as if the HTTP check had passed with ``grant``."""
-    context = SimpleNamespace(request=SimpleNamespace(scope={mcp_server.GRANT_SCOPE_KEY: grant}))
+    context = SimpleNamespace(request=SimpleNamespace(scope={GRANT_SCOPE_KEY: grant}))
     params = types.CallToolRequestParams(name=name, arguments=arguments)
     return asyncio.run(mcp_server.call_tool(context, params))
 

@@ -27,7 +27,7 @@ class ToolBoundaryTest(TransactionTestCase):
     def test_an_unexpected_exception_is_internal_without_its_text(self) -> None:
         boom = RuntimeError("SELECT secret FROM /etc/passwd")
         with mock.patch.dict(mcp_server.ADAPTERS, {"field_notes_search": mock.Mock(side_effect=boom)}):
-            with self.assertLogs("mcp_endpoint.server", "ERROR") as logged:
+            with self.assertLogs("mcp_endpoint.results", "ERROR") as logged:
                 error = self.call_error("field_notes_search", {})
         self.assertEqual(error["code"], "internal")
         self.assertNotIn("secret", error["message"])
@@ -39,7 +39,7 @@ class ToolBoundaryTest(TransactionTestCase):
         outage = OperationalError("could not connect to server: Connection refused")
         with (
             mock.patch.dict(mcp_server.ADAPTERS, {"field_notes_get": mock.Mock(side_effect=outage)}),
-            self.assertLogs("mcp_endpoint.server", "WARNING"),
+            self.assertLogs("mcp_endpoint.results", "WARNING"),
         ):
             error = self.call_error("field_notes_get", {"id": "11111111-1111-4111-8111-111111111111"})
         self.assertEqual(error["code"], "unavailable")

@@ -3,9 +3,9 @@ import json
 from django.test import SimpleTestCase
 from jsonschema import Draft7Validator
 
+from mcp_endpoint.arguments import count_members
 from mcp_endpoint.listing import TOOLS_JSON_PATH, live_listing, render
 from mcp_endpoint.schemas import TOOLS
-from mcp_endpoint.server import count_members
 
 
 class ToolListingTest(SimpleTestCase):
