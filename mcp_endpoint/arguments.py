@@ -9,10 +9,10 @@ from jsonschema.exceptions import best_match
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
-from mcp_endpoint.schemas import TOOLS, TOOLS_BY_NAME
+from mcp_endpoint.tools import TOOLS, TOOLS_BY_NAME
 from notebook.limits import MAX_ARGUMENT_MEMBERS
 
-_VALIDATORS = {tool["name"]: Draft7Validator(tool["inputSchema"]) for tool in TOOLS}
+_VALIDATORS = {tool.name: Draft7Validator(tool.input_schema) for tool in TOOLS}
 
 
 def count_members(value: Any, limit: int = MAX_ARGUMENT_MEMBERS) -> int:

@@ -26,8 +26,8 @@ from starlette.types import Message, Receive, Scope, Send
 from mcp_endpoint import auth
 from mcp_endpoint.auth import ALL_SCOPES
 from mcp_endpoint.boundary import run_sync
-from mcp_endpoint.schemas import TOOL_SCOPES
 from mcp_endpoint.server import create_server
+from mcp_endpoint.tools import scopes_for
 from notebook.limits import MAX_BODY_BYTES
 
 logger = logging.getLogger(__name__)
@@ -190,7 +190,7 @@ class GuardedMCPApp:
             response.headers["Retry-After"] = "5"
             return response, None
 
-        needed = set().union(*(TOOL_SCOPES.get(name, frozenset()) for name in _called_tools(headers, body)))
+        needed = set().union(*(scopes_for(name) for name in _called_tools(headers, body)))
         if missing := auth.missing_scopes(grant, needed):
             needed_in_order = [scope_name for scope_name in ALL_SCOPES if scope_name in needed]
             description = f"This call needs the scope {' '.join(missing)}"

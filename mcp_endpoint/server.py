@@ -19,16 +19,16 @@ from mcp.server.lowlevel import Server
 from mcp_endpoint import auth
 from mcp_endpoint.arguments import check_arguments
 from mcp_endpoint.results import run_tool
-from mcp_endpoint.schemas import TOOL_SCOPES, TOOLS, TOOLS_BY_NAME
-from mcp_endpoint.tools import ADAPTERS
+from mcp_endpoint.tools import TOOLS, TOOLS_BY_NAME
 from notebook import services
 from notebook.exceptions import PermissionDenied, Unauthenticated
+from notebook.limits import CANDIDATES_PER_PAGE, thousands
 
 SERVER_NAME = "agent-codex"
 SERVER_TITLE = "Agent Codex"
 SERVER_VERSION = "0.1.0"
 
-_LISTING = types.ListToolsResult(tools=[types.Tool.model_validate(tool) for tool in TOOLS])
+_LISTING = types.ListToolsResult(tools=[types.Tool.model_validate(tool.listing()) for tool in TOOLS])
 
 
 def _execute(name: str, arguments: dict[str, Any], checksum: str | None) -> dict[str, Any]:
@@ -39,10 +39,11 @@ def _execute(name: str, arguments: dict[str, Any], checksum: str | None) -> dict
         grant = auth.check_token_checksum(checksum)
     except auth.TokenRejected as rejected:
         raise Unauthenticated(rejected.description) from None
-    if missing := auth.missing_scopes(grant, TOOL_SCOPES[name]):
+    tool = TOOLS_BY_NAME[name]  # check_arguments has refused unknown names
+    if missing := auth.missing_scopes(grant, tool.scopes):
         raise PermissionDenied(f"The access token lacks the scope {' '.join(missing)} needed by {name}")
     codex = services.codex_for_user(user=grant.user)
-    return ADAPTERS[name](codex, arguments)
+    return tool.adapter(codex, arguments)
 
 
 async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> types.CallToolResult:
@@ -64,7 +65,7 @@ async def list_tools(
 
 def tool_input_schema(name: str) -> dict[str, Any] | None:
     tool = TOOLS_BY_NAME.get(name)
-    return tool["inputSchema"] if tool is not None else None
+    return tool.input_schema if tool is not None else None
 
 
 def create_server() -> Server[Any]:
@@ -74,7 +75,8 @@ def create_server() -> Server[Any]:
         version=SERVER_VERSION,
         instructions=(
             "Agent Codex keeps field notes in the signed-in person's private notebook. "
-            "Save with a requestId you can retry; search pages scan at most 100 notes, so follow "
+            "Save with a requestId you can retry; search pages scan at most "
+            f"{thousands(CANDIDATES_PER_PAGE)} notes, so follow "
             "nextCursor until coverage.hasMore is false; update replaces a note completely."
         ),
         get_tool_input_schema=tool_input_schema,

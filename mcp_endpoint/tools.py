@@ -1,14 +1,31 @@
-"""Thin adapters from validated tool arguments to notebook services.
+"""The four tools, one record each, and their thin adapters.
 
-Each adapter is synchronous and runs inside the one sync boundary of
-``mcp_endpoint.server``; it turns arguments into notebook inputs and the
+A ``Tool`` record holds everything about a tool: name, title, description,
+schemas, annotations, the scopes it needs and its adapter. ``tools/list``, the
+argument validators, the HTTP scope check, the per-call scope re-check,
+``docs/mcp-tools.json`` and the "Needs notes:read" sentence are all derived
+from ``TOOLS``; nothing else names a tool.
+
+Each adapter is synchronous and runs inside the one sync boundary
+(``mcp_endpoint.boundary``); it turns arguments into notebook inputs and the
 notebook's answer into the tool's result object.
 """
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+from mcp_endpoint.auth import ALL_SCOPES, READ, WRITE
+from mcp_endpoint.schemas import (
+    ENTRY_RESULT,
+    GET_INPUT,
+    SAVE_INPUT,
+    SEARCH_INPUT,
+    SEARCH_RESULT,
+    UPDATE_INPUT,
+)
 from notebook import selectors, services
+from notebook.limits import CANDIDATES_PER_PAGE, thousands
 from notebook.models import Codex
 from notebook.representations import entry_dict, search_page_dict
 from notebook.validation import (
@@ -52,9 +69,108 @@ def update(codex: Codex, arguments: dict[str, Any]) -> dict[str, Any]:
     return {"entry": entry_dict(entry)}
 
 
-ADAPTERS: dict[str, ToolAdapter] = {
-    "field_notes_save": save,
-    "field_notes_get": get,
-    "field_notes_search": search,
-    "field_notes_update": update,
-}
+@dataclass(frozen=True)
+class Tool:
+    """One tool, every face of it."""
+
+    name: str
+    title: str
+    summary: str  # the description without the "Needs ..." sentence, which is derived from scopes
+    input_schema: dict[str, Any]
+    output_schema: dict[str, Any]
+    annotations: dict[str, bool]
+    scopes: frozenset[str]
+    adapter: ToolAdapter
+
+    @property
+    def description(self) -> str:
+        needed = [scope for scope in ALL_SCOPES if scope in self.scopes]
+        return f"{self.summary} Needs {' and '.join(needed)}."
+
+    def listing(self) -> dict[str, Any]:
+        """The tool as ``tools/list`` serves it (and docs/mcp-tools.json records it)."""
+        return {
+            "name": self.name,
+            "title": self.title,
+            "description": self.description,
+            "inputSchema": self.input_schema,
+            "outputSchema": self.output_schema,
+            "annotations": self.annotations,
+        }
+
+
+TOOLS: tuple[Tool, ...] = (
+    Tool(
+        name="field_notes_save",
+        title="Save a field note",
+        summary=(
+            "Save a new note in the person's codex and return it at revision 1. requestId is your "
+            "deduplication key within this codex: if the call fails or times out, retry with exactly "
+            "the same requestId and entry and you get the same entry back (in its current state) "
+            "instead of a duplicate. Reusing a requestId with a different entry is a conflict."
+        ),
+        input_schema=SAVE_INPUT,
+        output_schema=ENTRY_RESULT,
+        annotations={"readOnlyHint": False, "destructiveHint": False, "idempotentHint": True},
+        scopes=frozenset({READ, WRITE}),
+        adapter=save,
+    ),
+    Tool(
+        name="field_notes_get",
+        title="Get a field note",
+        summary=(
+            "Return one note with its full content, by the id that save or search returned. "
+            "An id that is not in this codex is not_found."
+        ),
+        input_schema=GET_INPUT,
+        output_schema=ENTRY_RESULT,
+        annotations={"readOnlyHint": True, "idempotentHint": True},
+        scopes=frozenset({READ}),
+        adapter=get,
+    ),
+    Tool(
+        name="field_notes_search",
+        title="Search field notes",
+        summary=(
+            "List notes in ascending id order (not by recency or relevance), as summaries without full "
+            "content. With no arguments it browses. query is a case-insensitive literal substring "
+            "(NFKC-normalized) of the title, the content or one tag; tag and relatedAgentId are exact "
+            f"filters; all filters combine with AND. A filtered page examines at most "
+            f"{thousands(CANDIDATES_PER_PAGE)} notes, so a page can be empty and still have a nextCursor: "
+            "keep following nextCursor with the same filters until coverage.hasMore is false before "
+            "concluding nothing matches."
+        ),
+        input_schema=SEARCH_INPUT,
+        output_schema=SEARCH_RESULT,
+        annotations={"readOnlyHint": True, "idempotentHint": True},
+        scopes=frozenset({READ}),
+        adapter=search,
+    ),
+    Tool(
+        name="field_notes_update",
+        title="Replace a field note",
+        summary=(
+            "Replace a note completely and return it with its revision one higher. This is not a patch: "
+            "optional fields you omit are removed. expectedRevision must be the note's current revision; "
+            "otherwise the result is a conflict. On conflict, get the latest note, reconcile, and send a "
+            "new complete replacement; never blindly retry with a higher revision."
+        ),
+        input_schema=UPDATE_INPUT,
+        output_schema=ENTRY_RESULT,
+        annotations={"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False},
+        scopes=frozenset({READ, WRITE}),
+        adapter=update,
+    ),
+)
+
+TOOLS_BY_NAME: dict[str, Tool] = {tool.name: tool for tool in TOOLS}
+
+# A tools/call naming no tool still needs a token that may read: learning which tools
+# exist is reading. The server then answers it with JSON-RPC -32602 "Unknown tool".
+UNKNOWN_TOOL_SCOPES = frozenset({READ})
+
+
+def scopes_for(name: str) -> frozenset[str]:
+    """The scopes a tools/call of ``name`` needs: checked at HTTP level and again before the service."""
+    tool = TOOLS_BY_NAME.get(name)
+    return tool.scopes if tool is not None else UNKNOWN_TOOL_SCOPES

@@ -113,6 +113,17 @@ class BearerTokenTest(LiveServerTestCase):
         self.assertEqual(response.status_code, 403)
         self.assertIn('scope="notes:read"', response.headers["www-authenticate"])
 
+    def test_an_unknown_tool_needs_the_read_scope_then_gets_invalid_params(self) -> None:
+        write_only = self.token_for(self.alice, scopes=["notes:write"])
+        refused = call_tool(self.mcp_url, write_only, "field_notes_delete", {})
+        self.assertEqual(refused.status_code, 403)
+        self.assertIn('scope="notes:read"', refused.headers["www-authenticate"])
+        read_only = self.token_for(self.alice, scopes=["notes:read"])
+        answered = call_tool(self.mcp_url, read_only, "field_notes_delete", {})
+        self.assertEqual(answered.status_code, 200, answered.text)
+        self.assertEqual(answered.json()["error"]["code"], -32602)
+        self.assertIn("Unknown tool", answered.json()["error"]["message"])
+
     def test_a_token_revoked_between_two_calls_is_refused_on_the_second(self) -> None:
         token = self.token_for(self.alice)
         first = call_tool(self.mcp_url, token, "field_notes_save", SAVE_ARGS)

@@ -1,5 +1,6 @@
 """The tool boundary: whatever goes wrong inside, the client gets a contract error, never internals."""
 
+import dataclasses
 import datetime as dt
 from unittest import mock
 
@@ -8,11 +9,17 @@ from django.db import OperationalError
 from django.test import TransactionTestCase
 
 from authserver.tokens import mint_access_token
-from mcp_endpoint import server as mcp_server
 from mcp_endpoint.auth import check_bearer_token
+from mcp_endpoint.tools import TOOLS_BY_NAME
 from tests.http_client import call_tool
 from tests.live import LiveServerTestCase
 from tests.mcp_client import call_tool_directly, error_of
+
+
+def failing(name: str, error: Exception):
+    """Patch the tool ``name`` so that its adapter raises ``error``."""
+    tool = dataclasses.replace(TOOLS_BY_NAME[name], adapter=mock.Mock(side_effect=error))
+    return mock.patch.dict(TOOLS_BY_NAME, {name: tool})
 
 
 class ToolBoundaryTest(TransactionTestCase):
@@ -26,7 +33,7 @@ class ToolBoundaryTest(TransactionTestCase):
 
     def test_an_unexpected_exception_is_internal_without_its_text(self) -> None:
         boom = RuntimeError("SELECT secret FROM /etc/passwd")
-        with mock.patch.dict(mcp_server.ADAPTERS, {"field_notes_search": mock.Mock(side_effect=boom)}):
+        with failing("field_notes_search", boom):
             with self.assertLogs("mcp_endpoint.results", "ERROR") as logged:
                 error = self.call_error("field_notes_search", {})
         self.assertEqual(error["code"], "internal")
@@ -38,7 +45,7 @@ class ToolBoundaryTest(TransactionTestCase):
     def test_a_database_outage_is_unavailable(self) -> None:
         outage = OperationalError("could not connect to server: Connection refused")
         with (
-            mock.patch.dict(mcp_server.ADAPTERS, {"field_notes_get": mock.Mock(side_effect=outage)}),
+            failing("field_notes_get", outage),
             self.assertLogs("mcp_endpoint.results", "WARNING"),
         ):
             error = self.call_error("field_notes_get", {"id": "11111111-1111-4111-8111-111111111111"})
