@@ -109,6 +109,7 @@ TEMPLATES = [
     },
 ]
 
+# ASGI only: /mcp is served by the MCP SDK inside codex_site.asgi; there is no WSGI entry point.
 ASGI_APPLICATION = "codex_site.asgi.application"
 
 # SQLite by default: embedded, WAL so readers never wait for the writer, IMMEDIATE

@@ -190,9 +190,9 @@ def parse_request_id(value: Any) -> str:
     return _string(value, "requestId", max_chars=REQUEST_ID_MAX_CHARS, controls=False)
 
 
-def parse_entry_id(value: Any, path: str = "id") -> uuid.UUID:
+def parse_entry_id(value: Any) -> uuid.UUID:
     if not isinstance(value, str) or not ENTRY_ID_PATTERN.match(value):
-        raise InvalidArgument(f"{path} must be a lowercase UUIDv4 such as 11111111-1111-4111-8111-111111111111")
+        raise InvalidArgument("id must be a lowercase UUIDv4 such as 11111111-1111-4111-8111-111111111111")
     return uuid.UUID(value)
 
 
