@@ -16,8 +16,6 @@ from oauth2_provider.views.dynamic_client_registration import DynamicClientRegis
 
 from authserver.ratelimit import allow, client_address
 
-SCOPE_WORDS = {"notes:read": "read your notes", "notes:write": "write your notes"}
-
 
 def _too_many(message: str, retry_after: int) -> JsonResponse:
     response = JsonResponse({"error": "too_many_requests", "error_description": message}, status=429)
@@ -71,7 +69,6 @@ class CodexAuthorizationView(AuthorizationView):
         host = urlsplit(redirect_uri).hostname or redirect_uri
         context["redirect_host"] = host
         context["redirect_is_local"] = host in {"localhost", "127.0.0.1", "::1"}
-        context["scope_words"] = [SCOPE_WORDS.get(scope, scope) for scope in context.get("scopes", [])]
         application = context.get("application")
         client_id = getattr(application, "client_id", "")
         context["client_home"] = urlsplit(client_id).hostname if is_cimd_client_id(client_id) else None

@@ -50,14 +50,19 @@ def protected_resource_metadata() -> dict[str, Any]:
     }
 
 
+def _quoted(value: str) -> str:
+    """An RFC 9110 quoted-string: backslash and double quote escaped."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 def _challenge(*, error: str | None, description: str | None, scopes: Iterable[str]) -> str:
     parts = []
     if error:
-        parts.append(f'error="{error}"')
+        parts.append(f"error={_quoted(error)}")
     if description:
-        parts.append(f'error_description="{description}"')
-    parts.append(f'resource_metadata="{protected_resource_metadata_url()}"')
-    parts.append(f'scope="{" ".join(scopes)}"')
+        parts.append(f"error_description={_quoted(description)}")
+    parts.append(f"resource_metadata={_quoted(protected_resource_metadata_url())}")
+    parts.append(f"scope={_quoted(' '.join(scopes))}")
     return "Bearer " + ", ".join(parts)
 
 

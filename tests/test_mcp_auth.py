@@ -4,11 +4,12 @@ import datetime as dt
 
 import httpx2
 from django.contrib.auth import get_user_model
-from django.test import TransactionTestCase
+from django.test import SimpleTestCase, TransactionTestCase
 from oauth2_provider.models import get_access_token_model
 
 from authserver.tokens import mint_access_token
 from mcp_endpoint.auth import check_bearer_token, token_checksum
+from mcp_endpoint.http import _challenge
 from notebook.models import Entry
 from tests.http_client import LEGACY, MODERN, call_tool, post, rpc_body
 from tests.live import LiveServerTestCase
@@ -240,3 +241,9 @@ class ProtocolVersionTest(LiveServerTestCase):
         response = post(self.mcp_url, batch, token=read_only)
         self.assertEqual(response.status_code, 403)
         self.assertFalse(Entry.objects.exists())
+
+
+class ChallengeTest(SimpleTestCase):
+    def test_quotes_and_backslashes_in_a_challenge_are_escaped(self) -> None:
+        challenge = _challenge(error="invalid_token", description='say "hi" \\ bye', scopes=["notes:read"])
+        self.assertIn('error_description="say \\"hi\\" \\\\ bye"', challenge)
