@@ -4,16 +4,15 @@ import datetime as dt
 
 import httpx2
 from django.contrib.auth import get_user_model
-from django.test import SimpleTestCase, TransactionTestCase
+from django.test import SimpleTestCase
 from oauth2_provider.models import get_access_token_model
 
-from authserver.tokens import mint_access_token
-from mcp_endpoint.auth import check_bearer_token, token_checksum
+from mcp_endpoint.auth import token_checksum
 from mcp_endpoint.http import _challenge
 from notebook.models import Entry
+from tests.base import GrantTestCase
 from tests.http_client import LEGACY, MODERN, call_tool, post, rpc_body
 from tests.live import LiveServerTestCase
-from tests.mcp_client import call_tool_directly, error_of
 
 AccessToken = get_access_token_model()
 SAVE_ARGS = {"requestId": "r1", "entry": {"content": "hello"}}
@@ -161,7 +160,7 @@ class BearerTokenTest(LiveServerTestCase):
                 self.assertEqual(document["bearer_methods_supported"], ["header"])
 
 
-class AfreshCheckTest(TransactionTestCase):
+class AfreshCheckTest(GrantTestCase):
     """Inside the tool call, right before the service, the token is re-read (contract 8).
 
     The HTTP check has passed (its grant is in the request scope); then the token
@@ -169,31 +168,26 @@ class AfreshCheckTest(TransactionTestCase):
     """
 
     def setUp(self) -> None:
-        self.alice = get_user_model().objects.create_user("alice")
-        token = mint_access_token(user=self.alice, scopes=["notes:read", "notes:write"], lifetime=dt.timedelta(hours=1))
-        self.grant = check_bearer_token(token)
+        super().setUp()
         self.stored = AccessToken.objects.filter(token_checksum=self.grant.token_checksum)
-
-    def call(self, name: str, arguments: dict) -> dict:
-        return error_of(call_tool_directly(self.grant, name, arguments))
 
     def test_a_token_revoked_after_the_http_check_is_unauthenticated(self) -> None:
         self.stored.delete()
-        self.assertEqual(self.call("field_notes_save", SAVE_ARGS)["code"], "unauthenticated")
+        self.assertEqual(self.call_error("field_notes_save", SAVE_ARGS)["code"], "unauthenticated")
         self.assertFalse(Entry.objects.exists())
 
     def test_a_scope_removed_after_the_http_check_is_permission_denied(self) -> None:
         self.stored.update(scope="notes:read")
-        self.assertEqual(self.call("field_notes_save", SAVE_ARGS)["code"], "permission_denied")
+        self.assertEqual(self.call_error("field_notes_save", SAVE_ARGS)["code"], "permission_denied")
         self.assertFalse(Entry.objects.exists())
 
     def test_a_token_expired_after_the_http_check_is_unauthenticated(self) -> None:
         self.stored.update(expires=dt.datetime(2020, 1, 1, tzinfo=dt.UTC))
-        self.assertEqual(self.call("field_notes_search", {})["code"], "unauthenticated")
+        self.assertEqual(self.call_error("field_notes_search", {})["code"], "unauthenticated")
 
     def test_a_user_deactivated_after_the_http_check_is_unauthenticated(self) -> None:
         get_user_model().objects.filter(pk=self.alice.pk).update(is_active=False)
-        self.assertEqual(self.call("field_notes_search", {})["code"], "unauthenticated")
+        self.assertEqual(self.call_error("field_notes_search", {})["code"], "unauthenticated")
 
 
 class ProtocolVersionTest(LiveServerTestCase):
@@ -229,7 +223,10 @@ class ProtocolVersionTest(LiveServerTestCase):
             version=MODERN,
             headers={"Mcp-Method": "tools/call", "Mcp-Name": "field_notes_search"},
         )
-        self.assertIn(response.status_code, {400, 403}, response.text)
+        # The guard checks the header's tool (search: allowed); the SDK then refuses the
+        # body that names another tool, before any handler runs.
+        self.assertEqual(response.status_code, 400, response.text)
+        self.assertIn("mcp-name header does not match", response.json()["error"]["message"])
         self.assertFalse(Entry.objects.exists())
 
     def test_a_legacy_batch_is_scope_checked_too(self) -> None:

@@ -1,19 +1,14 @@
 """The tool boundary: whatever goes wrong inside, the client gets a contract error, never internals."""
 
 import dataclasses
-import datetime as dt
 from unittest import mock
 
-from django.contrib.auth import get_user_model
 from django.db import OperationalError
-from django.test import TransactionTestCase
 
-from authserver.tokens import mint_access_token
-from mcp_endpoint.auth import check_bearer_token
 from mcp_endpoint.tools import TOOLS_BY_NAME
+from tests.base import GrantTestCase
 from tests.http_client import call_tool
 from tests.live import LiveServerTestCase
-from tests.mcp_client import call_tool_directly, error_of
 
 
 def failing(name: str, error: Exception):
@@ -22,15 +17,7 @@ def failing(name: str, error: Exception):
     return mock.patch.dict(TOOLS_BY_NAME, {name: tool})
 
 
-class ToolBoundaryTest(TransactionTestCase):
-    def setUp(self) -> None:
-        user = get_user_model().objects.create_user("alice")
-        token = mint_access_token(user=user, scopes=["notes:read", "notes:write"], lifetime=dt.timedelta(hours=1))
-        self.grant = check_bearer_token(token)
-
-    def call_error(self, name: str, arguments: dict) -> dict:
-        return error_of(call_tool_directly(self.grant, name, arguments))
-
+class ToolBoundaryTest(GrantTestCase):
     def test_an_unexpected_exception_is_internal_without_its_text(self) -> None:
         boom = RuntimeError("SELECT secret FROM /etc/passwd")
         with failing("field_notes_search", boom):
