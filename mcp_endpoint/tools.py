@@ -39,15 +39,43 @@ from notebook.validation import (
 ToolAdapter = Callable[[Codex, dict[str, Any]], dict[str, Any]]
 
 
+SAVE_TITLE = "Save a field note"
+SAVE_TEXT = (
+    "Save a new note in the person's codex and return it at revision 1. requestId is your "
+    "deduplication key within this codex: if the call fails or times out, retry with exactly "
+    "the same requestId and entry and you get the same entry back (in its current state) "
+    "instead of a duplicate. Reusing a requestId with a different entry is a conflict."
+)
+
+
 def save(codex: Codex, arguments: dict[str, Any]) -> dict[str, Any]:
     request_id = parse_request_id(arguments["requestId"])
     data = parse_entry_input(arguments["entry"])
     return {"entry": entry_dict(services.entry_save(codex=codex, request_id=request_id, data=data))}
 
 
+GET_TITLE = "Get a field note"
+GET_TEXT = (
+    "Return one note with its full content, by the id that save or search returned. "
+    "An id that is not in this codex is not_found."
+)
+
+
 def get(codex: Codex, arguments: dict[str, Any]) -> dict[str, Any]:
     entry_id = parse_entry_id(arguments["id"])
     return {"entry": entry_dict(selectors.entry_get(codex=codex, entry_id=entry_id))}
+
+
+SEARCH_TITLE = "Search field notes"
+SEARCH_TEXT = (
+    "List notes in ascending id order (not by recency or relevance), as summaries without full "
+    "content. With no arguments it browses. query is a case-insensitive literal substring "
+    "(NFKC-normalized) of the title, the content or one tag; tag and relatedAgentId are exact "
+    f"filters; all filters combine with AND. A filtered page examines at most "
+    f"{thousands(CANDIDATES_PER_PAGE)} notes, so a page can be empty and still have a nextCursor: "
+    "keep following nextCursor with the same filters until coverage.hasMore is false before "
+    "concluding nothing matches."
+)
 
 
 def search(codex: Codex, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -59,6 +87,15 @@ def search(codex: Codex, arguments: dict[str, Any]) -> dict[str, Any]:
         cursor=arguments.get("cursor"),
     )
     return search_page_dict(selectors.entry_search(codex=codex, params=params))
+
+
+UPDATE_TITLE = "Replace a field note"
+UPDATE_TEXT = (
+    "Replace a note completely and return it with its revision one higher. This is not a patch: "
+    "optional fields you omit are removed. expectedRevision must be the note's current revision; "
+    "otherwise the result is a conflict. On conflict, get the latest note, reconcile, and send a "
+    "new complete replacement; never blindly retry with a higher revision."
+)
 
 
 def update(codex: Codex, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -99,68 +136,21 @@ class Tool:
         }
 
 
+# Contract 5's table: which scopes each tool needs, and its annotations.
+_READS = frozenset({READ})
+_WRITES = frozenset({READ, WRITE})
+_SAVING = {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": True}
+_READING = {"readOnlyHint": True, "idempotentHint": True}
+_REPLACING = {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False}
+
+# One row per tool, in tools/list order: name, title, summary (the description without
+# its "Needs" sentence), input and output schema, annotations, scopes, adapter. Each
+# tool's words stand beside its adapter above.
 TOOLS: tuple[Tool, ...] = (
-    Tool(
-        name="field_notes_save",
-        title="Save a field note",
-        summary=(
-            "Save a new note in the person's codex and return it at revision 1. requestId is your "
-            "deduplication key within this codex: if the call fails or times out, retry with exactly "
-            "the same requestId and entry and you get the same entry back (in its current state) "
-            "instead of a duplicate. Reusing a requestId with a different entry is a conflict."
-        ),
-        input_schema=SAVE_INPUT,
-        output_schema=ENTRY_RESULT,
-        annotations={"readOnlyHint": False, "destructiveHint": False, "idempotentHint": True},
-        scopes=frozenset({READ, WRITE}),
-        adapter=save,
-    ),
-    Tool(
-        name="field_notes_get",
-        title="Get a field note",
-        summary=(
-            "Return one note with its full content, by the id that save or search returned. "
-            "An id that is not in this codex is not_found."
-        ),
-        input_schema=GET_INPUT,
-        output_schema=ENTRY_RESULT,
-        annotations={"readOnlyHint": True, "idempotentHint": True},
-        scopes=frozenset({READ}),
-        adapter=get,
-    ),
-    Tool(
-        name="field_notes_search",
-        title="Search field notes",
-        summary=(
-            "List notes in ascending id order (not by recency or relevance), as summaries without full "
-            "content. With no arguments it browses. query is a case-insensitive literal substring "
-            "(NFKC-normalized) of the title, the content or one tag; tag and relatedAgentId are exact "
-            f"filters; all filters combine with AND. A filtered page examines at most "
-            f"{thousands(CANDIDATES_PER_PAGE)} notes, so a page can be empty and still have a nextCursor: "
-            "keep following nextCursor with the same filters until coverage.hasMore is false before "
-            "concluding nothing matches."
-        ),
-        input_schema=SEARCH_INPUT,
-        output_schema=SEARCH_RESULT,
-        annotations={"readOnlyHint": True, "idempotentHint": True},
-        scopes=frozenset({READ}),
-        adapter=search,
-    ),
-    Tool(
-        name="field_notes_update",
-        title="Replace a field note",
-        summary=(
-            "Replace a note completely and return it with its revision one higher. This is not a patch: "
-            "optional fields you omit are removed. expectedRevision must be the note's current revision; "
-            "otherwise the result is a conflict. On conflict, get the latest note, reconcile, and send a "
-            "new complete replacement; never blindly retry with a higher revision."
-        ),
-        input_schema=UPDATE_INPUT,
-        output_schema=ENTRY_RESULT,
-        annotations={"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False},
-        scopes=frozenset({READ, WRITE}),
-        adapter=update,
-    ),
+    Tool("field_notes_save", SAVE_TITLE, SAVE_TEXT, SAVE_INPUT, ENTRY_RESULT, _SAVING, _WRITES, save),
+    Tool("field_notes_get", GET_TITLE, GET_TEXT, GET_INPUT, ENTRY_RESULT, _READING, _READS, get),
+    Tool("field_notes_search", SEARCH_TITLE, SEARCH_TEXT, SEARCH_INPUT, SEARCH_RESULT, _READING, _READS, search),
+    Tool("field_notes_update", UPDATE_TITLE, UPDATE_TEXT, UPDATE_INPUT, ENTRY_RESULT, _REPLACING, _WRITES, update),
 )
 
 TOOLS_BY_NAME: dict[str, Tool] = {tool.name: tool for tool in TOOLS}

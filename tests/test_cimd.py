@@ -34,22 +34,22 @@ class PrivateApiGuardTest(SimpleTestCase):
 
 
 class LoopbackFetcherTest(SimpleTestCase):
-    def test_without_the_setting_a_loopback_client_id_gets_dots_own_fetch(self) -> None:
+    def fetched_by_dot(self, client_id: str, *, allow_loopback: bool) -> bool:
+        """Whether DOT's own fetch (not the loopback one) handled ``client_id``."""
         with (
-            override_settings(CODEX_CIMD_ALLOW_LOOPBACK=False),
+            override_settings(CODEX_CIMD_ALLOW_LOOPBACK=allow_loopback),
             mock.patch.object(dot_cimd.SafeMetadataFetcher, "fetch", return_value=({}, 0)) as dots,
-            mock.patch.object(cimd_loopback, "fetch_from_loopback") as loopback,
+            mock.patch.object(cimd_loopback, "fetch_from_loopback", return_value=({}, 0)) as loopback,
         ):
-            CodexMetadataFetcher().fetch("https://127.0.0.1:8443/client.json")
-        dots.assert_called_once()
-        loopback.assert_not_called()
+            CodexMetadataFetcher().fetch(client_id)
+        self.assertNotEqual(dots.called, loopback.called)
+        return dots.called
+
+    def test_without_the_setting_a_loopback_client_id_gets_dots_own_fetch(self) -> None:
+        self.assertTrue(self.fetched_by_dot("https://127.0.0.1:8443/client.json", allow_loopback=False))
 
     def test_a_public_client_id_always_gets_dots_own_fetch(self) -> None:
-        with (
-            override_settings(CODEX_CIMD_ALLOW_LOOPBACK=True),
-            mock.patch.object(dot_cimd.SafeMetadataFetcher, "fetch", return_value=({}, 0)) as dots,
-            mock.patch.object(cimd_loopback, "fetch_from_loopback") as loopback,
-        ):
-            CodexMetadataFetcher().fetch("https://client.example.com/client.json")
-        dots.assert_called_once()
-        loopback.assert_not_called()
+        self.assertTrue(self.fetched_by_dot("https://client.example.com/client.json", allow_loopback=True))
+
+    def test_with_the_setting_a_loopback_client_id_is_fetched_locally(self) -> None:
+        self.assertFalse(self.fetched_by_dot("https://localhost:8443/client.json", allow_loopback=True))
