@@ -1,6 +1,6 @@
 # Developer entry points.
 #
-#   make run                      bootstrap, migrate, (codex_firstrun), uvicorn
+#   make run                      bootstrap, local key (once), migrate, (codex_firstrun), uvicorn
 #   make run PORT=9000            ... on another port (DJANGO_DEBUG defaults to 1)
 #   make test                     migrations check, tests on SQLite, then on a
 #                                 throwaway PostgreSQL (scripts/with_postgres.sh)
@@ -30,6 +30,12 @@ bootstrap:
 run: export DJANGO_DEBUG ?= 1
 run: export CODEX_PUBLIC_URL ?= http://127.0.0.1:$(PORT)
 run: bootstrap
+	@# First run: a local secret key, kept out of git in var/ (settings only read it, in debug).
+	@mkdir -p "$${CODEX_VAR_DIR:-var}"
+	@key="$${CODEX_VAR_DIR:-var}/dev-secret-key"; if [ ! -s "$$key" ]; then \
+		(umask 077 && $(PY) -c 'import secrets; print(secrets.token_urlsafe(50))' > "$$key"); \
+		echo "made a local secret key in $$key"; \
+	fi
 	$(PY) manage.py migrate --noinput
 	@if $(PY) manage.py help codex_firstrun >/dev/null 2>&1; then \
 		echo "$(PY) manage.py codex_firstrun"; \
@@ -37,8 +43,8 @@ run: bootstrap
 	fi
 	exec $(VENV)/bin/uvicorn codex_site.asgi:application --host 127.0.0.1 --port $(PORT)
 
-# makemigrations needs *some* SECRET_KEY (settings only invent one for
-# `manage.py test`); give it a throwaway one unless the caller set one.
+# makemigrations needs *some* SECRET_KEY (only the test runner brings its
+# own); give it a throwaway one unless the caller set one.
 test: bootstrap
 	env -u DATABASE_URL SECRET_KEY="$${SECRET_KEY:-makemigrations-check-only-$$RANDOM$$RANDOM$$RANDOM-not-a-real-key}" \
 		$(PY) manage.py makemigrations --check --dry-run

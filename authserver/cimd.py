@@ -1,20 +1,18 @@
 """Fetching Client ID Metadata Documents.
 
 Production uses django-oauth-toolkit's request-forgery-hardened fetcher unchanged:
-https only, public addresses only, no redirects, size and time limits. With
-``CODEX_CIMD_ALLOW_LOOPBACK`` (on only in debug and tests) a client_id on a loopback
-address is fetched directly, without certificate verification, so a locally run
-client or a test can serve its own document.
+https only, public addresses only, no redirects, size and time limits. Only when
+``CODEX_CIMD_ALLOW_LOOPBACK`` is on (debug, and the test runner) does a client_id on
+a loopback address go to ``authserver.cimd_loopback`` instead, so that a locally
+run client or a test can serve its own document. That module is never imported
+otherwise.
 """
 
 import ipaddress
-import warnings
 from urllib.parse import urlsplit
 
-import urllib3
 from django.conf import settings
-from oauth2_provider.cimd import CIMDError, SafeMetadataFetcher, _validate_client_id_url
-from oauth2_provider.settings import oauth2_settings
+from oauth2_provider.cimd import SafeMetadataFetcher
 
 
 def _is_loopback(host: str | None) -> bool:
@@ -30,31 +28,8 @@ def _is_loopback(host: str | None) -> bool:
 
 class CodexMetadataFetcher(SafeMetadataFetcher):
     def fetch(self, client_id: str):
-        host = urlsplit(client_id).hostname
-        if not (settings.CODEX_CIMD_ALLOW_LOOPBACK and _is_loopback(host)):
-            return super().fetch(client_id)
-        parsed = _validate_client_id_url(client_id)
-        timeout = oauth2_settings.CIMD_FETCH_TIMEOUT_SECONDS
-        pool = urllib3.HTTPSConnectionPool(
-            host=parsed.hostname,
-            port=parsed.port or 443,
-            timeout=urllib3.Timeout(total=timeout),
-            retries=False,
-            maxsize=1,
-            cert_reqs="CERT_NONE",  # loopback only, debug/tests only
-        )
-        path = parsed.path + (f"?{parsed.query}" if parsed.query else "")
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", urllib3.exceptions.InsecureRequestWarning)
-                response = pool.urlopen(
-                    "GET", path, headers={"Accept": "application/json"}, redirect=False, preload_content=False
-                )
-            try:
-                return self._read_document(response)
-            finally:
-                response.release_conn()
-        except urllib3.exceptions.HTTPError as error:
-            raise CIMDError(f"could not fetch client_id document: {error}") from None
-        finally:
-            pool.close()
+        if settings.CODEX_CIMD_ALLOW_LOOPBACK and _is_loopback(urlsplit(client_id).hostname):
+            from authserver.cimd_loopback import fetch_from_loopback  # debug and tests only
+
+            return fetch_from_loopback(self, client_id)
+        return super().fetch(client_id)

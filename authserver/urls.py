@@ -1,10 +1,10 @@
 from django.urls import path
 
-from authserver import views
+from authserver import clients
 
 app_name = "authserver"
 
 urlpatterns = [
-    path("", views.authorized_clients, name="clients"),
-    path("<int:application_id>/revoke/", views.revoke_client, name="revoke"),
+    path("", clients.authorized_clients, name="clients"),
+    path("<int:application_id>/revoke/", clients.revoke_client, name="revoke"),
 ]

@@ -52,8 +52,8 @@ class CodexOAuth2Validator(OAuth2Validator):
         return super().save_authorization_code(client_id, code, request, *args, **kwargs)
 
     def _check_and_set_request_resource(self, request) -> None:
-        # A private DOT hook (pinned: django-oauth-toolkit==3.4.1): the token endpoint's
-        # resource handling for every grant type.
+        # A private DOT hook (pinned: django-oauth-toolkit==3.4.1; tests/test_cimd.py fails
+        # on another version): the token endpoint's resource handling for every grant type.
         super()._check_and_set_request_resource(request)
         if error := _foreign_target(request.resource, request):
             raise error

@@ -1,25 +1,20 @@
-"""The person-facing side of the authorization server: consent (DOT's view with
-iss on every redirect and a rate limit on metadata-document fetches), dynamic
-registration with a clear 429, and the list of clients a person has authorized."""
+"""This server's versions of two DOT endpoints: authorization (DOT's view with this
+server's consent page, iss on every redirect and a rate limit on metadata-document
+fetches) and dynamic registration with a clear 429. The connected-applications
+pages are in ``authserver.clients``."""
 
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from django.conf import settings
-from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import get_object_or_404, redirect, render
-from django.utils import timezone
-from django.views.decorators.http import require_http_methods
+from django.shortcuts import render
 from oauth2_provider.cimd import is_cimd_client_id
-from oauth2_provider.models import get_access_token_model, get_application_model, get_refresh_token_model
+from oauth2_provider.models import get_application_model
 from oauth2_provider.views import AuthorizationView
 from oauth2_provider.views.dynamic_client_registration import DynamicClientRegistrationView
 
 from authserver.ratelimit import allow, client_address
-from mcp_endpoint.auth import revoke_tokens
-
-SCOPE_WORDS = {"notes:read": "read your notes", "notes:write": "write your notes"}
 
 
 def _too_many(message: str, retry_after: int) -> JsonResponse:
@@ -74,7 +69,6 @@ class CodexAuthorizationView(AuthorizationView):
         host = urlsplit(redirect_uri).hostname or redirect_uri
         context["redirect_host"] = host
         context["redirect_is_local"] = host in {"localhost", "127.0.0.1", "::1"}
-        context["scope_words"] = [SCOPE_WORDS.get(scope, scope) for scope in context.get("scopes", [])]
         application = context.get("application")
         client_id = getattr(application, "client_id", "")
         context["client_home"] = urlsplit(client_id).hostname if is_cimd_client_id(client_id) else None
@@ -94,51 +88,3 @@ class RateLimitedRegistrationView(DynamicClientRegistrationView):
                 retry_after,
             )
         return super().post(request, *args, **kwargs)
-
-
-def home(request: HttpRequest) -> HttpResponse:
-    return render(request, "authserver/home.html", {"mcp_url": settings.CODEX_RESOURCE_URL})
-
-
-def _live_tokens(user: Any) -> tuple[Any, Any]:
-    now = timezone.now()
-    access = get_access_token_model().objects.filter(user=user, expires__gt=now, application__isnull=False)
-    refresh = get_refresh_token_model().objects.filter(user=user, revoked__isnull=True, application__isnull=False)
-    return access, refresh
-
-
-@login_required
-@require_http_methods(["GET"])
-def authorized_clients(request: HttpRequest) -> HttpResponse:
-    """The clients holding a live token for this person, with a revoke button each."""
-    access, refresh = _live_tokens(request.user)
-    application_ids = set(access.values_list("application_id", flat=True)) | set(
-        refresh.values_list("application_id", flat=True)
-    )
-    clients = []
-    for application in get_application_model().objects.filter(pk__in=application_ids).order_by("name", "pk"):
-        tokens = access.filter(application=application)
-        scopes = sorted({scope for token in tokens for scope in token.scope.split()})
-        clients.append(
-            {
-                "application": application,
-                "scopes": [SCOPE_WORDS.get(scope, scope) for scope in scopes],
-                "redirect_host": urlsplit(application.redirect_uris.split()[0]).hostname
-                if application.redirect_uris
-                else "",
-            }
-        )
-    return render(request, "authserver/clients.html", {"clients": clients})
-
-
-@login_required
-@require_http_methods(["POST"])
-def revoke_client(request: HttpRequest, application_id: int) -> HttpResponse:
-    """Revoke every token this person gave the client (CSRF-protected form post)."""
-    application = get_object_or_404(get_application_model(), pk=application_id)
-    revoke_tokens(user=request.user, application=application)
-    return redirect("authserver:clients")
-
-
-def not_found(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
-    return JsonResponse({"error": "not_found"}, status=404)

@@ -1,17 +1,23 @@
 """Settings for Agent Codex, read from the environment in this one file.
 
 A fresh checkout runs on SQLite with no configuration at all. Production sets
-``SECRET_KEY``, ``DATABASE_URL``, ``CODEX_PUBLIC_URL`` and ``ALLOWED_HOSTS``; a
-non-debug start without ``SECRET_KEY`` refuses to run.
+``SECRET_KEY``, ``DATABASE_URL``, ``CODEX_PUBLIC_URL`` and ``ALLOWED_HOSTS``.
+
+Importing this module reads the environment and nothing else: it makes no
+directories, writes no files and never exits. A bad configuration (no
+``SECRET_KEY`` outside debug, a public URL with a path) is refused at start-up by
+``codex_site.checks``; tests configure themselves in ``codex_site.test_runner``.
 """
 
 import os
-import sys
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+
+from authserver.scopes import READ, SCOPES
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("CODEX_VAR_DIR", BASE_DIR / "var"))
@@ -45,48 +51,22 @@ def envlist(name: str, default: list[str]) -> list[str]:
     return [item.strip() for item in value.split(",") if item.strip()]
 
 
-# `manage.py test` runs with its own throwaway key and fast hashing; nothing else does.
-TESTING = len(sys.argv) > 1 and sys.argv[1] == "test"
-
 DEBUG = envbool("DJANGO_DEBUG", False)
 
+# Empty outside debug means "refuse to start" (codex_site.checks); the test runner brings
+# its own key. In debug, `make run`'s first-run step keeps a local key in var/, so signed
+# cursors and sessions survive restarts; it is read here, never written.
+DEV_SECRET_KEY_FILE = VAR_DIR / "dev-secret-key"
 SECRET_KEY = os.environ.get("SECRET_KEY", "")
-if not SECRET_KEY:
-    if TESTING:
-        SECRET_KEY = "test-only-key-not-for-production-" + "x" * 32
-    elif DEBUG:
-        # A local development key, made once and kept out of git (var/ is ignored),
-        # so signed cursors and sessions survive restarts of `make run`.
-        from django.core.management.utils import get_random_secret_key
-
-        key_file = VAR_DIR / "dev-secret-key"
-        if not key_file.exists():
-            VAR_DIR.mkdir(parents=True, exist_ok=True)
-            key_file.write_text(get_random_secret_key())
-            key_file.chmod(0o600)
-        SECRET_KEY = key_file.read_text().strip()
-    else:
-        # A plain message and exit status 1, not a traceback: this is an operator's mistake.
-        sys.exit(
-            "Agent Codex refuses to start: SECRET_KEY is not set. Set the SECRET_KEY environment "
-            "variable to a long random value, or set DJANGO_DEBUG=1 for local development."
-        )
+if not SECRET_KEY and DEBUG and DEV_SECRET_KEY_FILE.is_file():
+    SECRET_KEY = DEV_SECRET_KEY_FILE.read_text().strip()
 
 # The public base URL of this server: the MCP resource is <base>/mcp, the OAuth issuer <base>/o.
+# Everything derived from it is set together by public_url_settings() below.
 CODEX_PUBLIC_URL = os.environ.get("CODEX_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
 _public = urlsplit(CODEX_PUBLIC_URL)
-if _public.scheme not in {"http", "https"} or not _public.netloc or _public.path not in {"", "/"}:
-    sys.exit(
-        "Agent Codex refuses to start: CODEX_PUBLIC_URL must be an origin like "
-        f"https://codex.example.com, not {CODEX_PUBLIC_URL!r}"
-    )
-CODEX_RESOURCE_URL = CODEX_PUBLIC_URL + "/mcp"
-CODEX_ISSUER_URL = CODEX_PUBLIC_URL + "/o"
 
 ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", [_public.hostname or "127.0.0.1", "127.0.0.1", "localhost", "[::1]"])
-# Origins a browser-based MCP client may call /mcp from; requests without Origin are not browsers.
-CODEX_ALLOWED_ORIGINS = envlist("CODEX_ALLOWED_ORIGINS", [CODEX_PUBLIC_URL])
-CSRF_TRUSTED_ORIGINS = [CODEX_PUBLIC_URL]
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -96,6 +76,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "oauth2_provider",
+    "codex_site",
     "authserver",
     "notebook",
     "mcp_endpoint",
@@ -128,6 +109,7 @@ TEMPLATES = [
     },
 ]
 
+# ASGI only: /mcp is served by the MCP SDK inside codex_site.asgi; there is no WSGI entry point.
 ASGI_APPLICATION = "codex_site.asgi.application"
 
 # SQLite by default: embedded, WAL so readers never wait for the writer, IMMEDIATE
@@ -135,15 +117,14 @@ ASGI_APPLICATION = "codex_site.asgi.application"
 # with "database is locked".
 SQLITE_PATH = Path(os.environ.get("CODEX_SQLITE_PATH", VAR_DIR / "codex.sqlite3"))
 # Worker threads keep their connection between requests for this many seconds (Django's
-# persistent connections, health-checked before reuse). Tests use 0: a connection left open
-# in a server thread would keep PostgreSQL from dropping the test database.
-CONN_MAX_AGE = envint("CODEX_CONN_MAX_AGE", 0 if TESTING else 60)
+# persistent connections, health-checked before reuse). The test runner uses 0.
+CONN_MAX_AGE = envint("CODEX_CONN_MAX_AGE", 60)
 if os.environ.get("DATABASE_URL"):
     DATABASES = {
         "default": dj_database_url.parse(os.environ["DATABASE_URL"], conn_max_age=CONN_MAX_AGE, conn_health_checks=True)
     }
 else:
-    SQLITE_PATH.parent.mkdir(parents=True, exist_ok=True)
+    # The directory is made at start-up (codex_site.checks), not here.
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
@@ -169,8 +150,6 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
-if TESTING:
-    PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -192,18 +171,16 @@ if _public.scheme == "https":
 # that make the server fetch a new client's metadata document per 10 minutes.
 CODEX_DCR_RATE_LIMIT = envint("CODEX_DCR_RATE_LIMIT", 20)
 CODEX_CIMD_RATE_LIMIT = envint("CODEX_CIMD_RATE_LIMIT", 30)
-# Client ID Metadata Documents on loopback addresses (a local client, a test): debug/tests only.
-CODEX_CIMD_ALLOW_LOOPBACK = envbool("CODEX_CIMD_ALLOW_LOOPBACK", DEBUG or TESTING)
+# Client ID Metadata Documents on loopback addresses (a local client): debug only, and the
+# test runner turns it on.
+CODEX_CIMD_ALLOW_LOOPBACK = envbool("CODEX_CIMD_ALLOW_LOOPBACK", DEBUG)
 
 
 def oauth2_provider_settings(public_url: str) -> dict:
-    """django-oauth-toolkit as this server's OAuth 2.1 authorization server, issuer <public_url>/o.
-
-    A function of the public URL so tests that serve on an ephemeral port can rebuild it.
-    """
+    """django-oauth-toolkit as this server's OAuth 2.1 authorization server, issuer <public_url>/o."""
     return {
-        "SCOPES": {"notes:read": "Read your notes", "notes:write": "Write your notes"},
-        "DEFAULT_SCOPES": ["notes:read"],
+        "SCOPES": SCOPES,
+        "DEFAULT_SCOPES": [READ],
         "ACCESS_TOKEN_EXPIRE_SECONDS": envint("CODEX_ACCESS_TOKEN_SECONDS", 3600),
         "REFRESH_TOKEN_EXPIRE_SECONDS": envint("CODEX_REFRESH_TOKEN_SECONDS", 30 * 24 * 3600),
         "AUTHORIZATION_CODE_EXPIRE_SECONDS": 60,
@@ -242,7 +219,22 @@ def oauth2_provider_settings(public_url: str) -> dict:
     }
 
 
-OAUTH2_PROVIDER = oauth2_provider_settings(CODEX_PUBLIC_URL)
+def public_url_settings(public_url: str) -> dict[str, Any]:
+    """Every setting derived from the public URL, so a server on another address (a test's
+    live server) rebuilds them together with one override."""
+    return {
+        "CODEX_PUBLIC_URL": public_url,
+        "CODEX_RESOURCE_URL": public_url + "/mcp",
+        "CODEX_ISSUER_URL": public_url + "/o",
+        # Origins a browser-based MCP client may call /mcp from; requests without Origin are not browsers.
+        "CODEX_ALLOWED_ORIGINS": envlist("CODEX_ALLOWED_ORIGINS", [public_url]),
+        "CSRF_TRUSTED_ORIGINS": [public_url],
+        "OAUTH2_PROVIDER": oauth2_provider_settings(public_url),
+    }
+
+
+# CODEX_RESOURCE_URL, CODEX_ISSUER_URL, CODEX_ALLOWED_ORIGINS, CSRF_TRUSTED_ORIGINS, OAUTH2_PROVIDER
+globals().update(public_url_settings(CODEX_PUBLIC_URL))
 
 CACHES = {
     # Shared by every worker process: rate-limit counters and DOT's fetch backoff.
@@ -257,14 +249,17 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": os.environ.get("CODEX_LOG_LEVEL", "WARNING" if TESTING else "INFO")},
+    "root": {"handlers": ["console"], "level": os.environ.get("CODEX_LOG_LEVEL", "INFO")},
     "loggers": {
         "django.db.backends": {"level": "WARNING"},
         # The stateless transport logs every request's teardown at INFO.
         "mcp.server.streamable_http": {"level": "WARNING"},
         "httpx2": {"level": "WARNING"},
-        # Refusals are the point of many tests; their 4xx log lines are noise there.
-        "django.request": {"level": "ERROR" if TESTING else "WARNING"},
-        "django.security": {"level": "ERROR" if TESTING else "WARNING"},
+        "django.request": {"level": "WARNING"},
+        "django.security": {"level": "WARNING"},
     },
 }
+
+# Tests configure themselves (fast hasher, throwaway key, CONN_MAX_AGE 0, quiet logs,
+# loopback metadata documents) in their runner, not by sniffing the command line here.
+TEST_RUNNER = "codex_site.test_runner.CodexTestRunner"

@@ -7,26 +7,22 @@ belongs to an active user. The same check runs twice per tool call: once at HTTP
 level, and again ("afresh") right before the notebook service runs.
 """
 
-import datetime as dt
 import hashlib
-import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from django.conf import settings
 from django.contrib.auth.base_user import AbstractBaseUser
-from django.db import transaction
-from django.utils import timezone
-from oauth2_provider.models import (
-    get_access_token_model,
-    get_application_model,
-    get_refresh_token_model,
-    set_token_value,
-)
+from oauth2_provider.models import get_access_token_model
 
-from mcp_endpoint.schemas import ALL_SCOPES
+# The one door between the apps: the rest of mcp_endpoint takes the scope names
+# from here, and authserver (the lower app) never imports mcp_endpoint.
+from authserver.scopes import ALL_SCOPES as ALL_SCOPES
+from authserver.scopes import READ as READ
+from authserver.scopes import WRITE as WRITE
 
-OPERATOR_APPLICATION_NAME = "Agent Codex operator tokens"
+# Where the HTTP guard leaves the checked grant in the ASGI scope for the tool handler.
+GRANT_SCOPE_KEY = "codex.grant"
 
 
 class TokenRejected(Exception):
@@ -73,56 +69,3 @@ def check_bearer_token(raw_token: str) -> TokenGrant:
 
 def missing_scopes(grant: TokenGrant, needed: Iterable[str]) -> list[str]:
     return [scope for scope in ALL_SCOPES if scope in set(needed) - grant.scopes]
-
-
-def mint_access_token(*, user: AbstractBaseUser, scopes: Iterable[str], lifetime: dt.timedelta) -> str:
-    """Mint an access token bound to this server's resource, for a headless agent or a test.
-
-    Returns the raw token; only its checksum (and, unless DOT is told to redact it,
-    the token) is stored.
-    """
-    scopes = sorted(set(scopes))
-    unknown = set(scopes) - set(ALL_SCOPES)
-    if unknown or not scopes:
-        raise ValueError(f"scopes must be a non-empty subset of {' '.join(ALL_SCOPES)}")
-    if lifetime.total_seconds() <= 0:
-        raise ValueError("lifetime must be positive")
-    Application = get_application_model()
-    application, _ = Application.objects.get_or_create(
-        name=OPERATOR_APPLICATION_NAME,
-        defaults={
-            "client_type": Application.CLIENT_CONFIDENTIAL,
-            "authorization_grant_type": Application.GRANT_CLIENT_CREDENTIALS,
-            "skip_authorization": False,
-        },
-    )
-    raw = secrets.token_urlsafe(32)
-    token = get_access_token_model()(
-        user=user,
-        application=application,
-        expires=timezone.now() + lifetime,
-        scope=" ".join(scopes),
-        resource=[settings.CODEX_RESOURCE_URL],
-    )
-    set_token_value(token, raw)
-    token.save()
-    return raw
-
-
-@transaction.atomic
-def revoke_tokens(*, user: AbstractBaseUser, application: object | None = None) -> tuple[int, int]:
-    """Revoke a user's refresh and access tokens (only those of ``application``, if given).
-
-    Returns (refresh tokens revoked, remaining access tokens deleted).
-    """
-    refresh_tokens = get_refresh_token_model().objects.filter(user=user, revoked__isnull=True)
-    access_tokens = get_access_token_model().objects.filter(user=user)
-    if application is not None:
-        refresh_tokens = refresh_tokens.filter(application=application)
-        access_tokens = access_tokens.filter(application=application)
-    revoked = 0
-    for refresh_token in refresh_tokens:
-        refresh_token.revoke()  # DOT's own revoke also deletes its access token
-        revoked += 1
-    deleted, _ = access_tokens.delete()
-    return revoked, deleted

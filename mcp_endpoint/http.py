@@ -24,12 +24,14 @@ from starlette.routing import Route
 from starlette.types import Message, Receive, Scope, Send
 
 from mcp_endpoint import auth
-from mcp_endpoint.schemas import ALL_SCOPES, TOOL_SCOPES
-from mcp_endpoint.server import GRANT_SCOPE_KEY, create_server, run_sync
+from mcp_endpoint.auth import ALL_SCOPES
+from mcp_endpoint.boundary import run_sync
+from mcp_endpoint.server import create_server
+from mcp_endpoint.tools import scopes_for
+from notebook.limits import MAX_BODY_BYTES
 
 logger = logging.getLogger(__name__)
 
-MAX_BODY_BYTES = 1024 * 1024
 PRM_PATH = "/.well-known/oauth-protected-resource/mcp"
 PRM_ROOT_PATH = "/.well-known/oauth-protected-resource"
 
@@ -48,14 +50,19 @@ def protected_resource_metadata() -> dict[str, Any]:
     }
 
 
+def _quoted(value: str) -> str:
+    """An RFC 9110 quoted-string: backslash and double quote escaped."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 def _challenge(*, error: str | None, description: str | None, scopes: Iterable[str]) -> str:
     parts = []
     if error:
-        parts.append(f'error="{error}"')
+        parts.append(f"error={_quoted(error)}")
     if description:
-        parts.append(f'error_description="{description}"')
-    parts.append(f'resource_metadata="{protected_resource_metadata_url()}"')
-    parts.append(f'scope="{" ".join(scopes)}"')
+        parts.append(f"error_description={_quoted(description)}")
+    parts.append(f"resource_metadata={_quoted(protected_resource_metadata_url())}")
+    parts.append(f"scope={_quoted(' '.join(scopes))}")
     return "Bearer " + ", ".join(parts)
 
 
@@ -188,12 +195,12 @@ class GuardedMCPApp:
             response.headers["Retry-After"] = "5"
             return response, None
 
-        needed = set().union(*(TOOL_SCOPES.get(name, frozenset()) for name in _called_tools(headers, body)))
+        needed = set().union(*(scopes_for(name) for name in _called_tools(headers, body)))
         if missing := auth.missing_scopes(grant, needed):
             needed_in_order = [scope_name for scope_name in ALL_SCOPES if scope_name in needed]
             description = f"This call needs the scope {' '.join(missing)}"
             return _auth_error(403, error="insufficient_scope", description=description, scopes=needed_in_order), None
-        scope[GRANT_SCOPE_KEY] = grant
+        scope[auth.GRANT_SCOPE_KEY] = grant
         return None, body
 
 

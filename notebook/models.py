@@ -8,16 +8,13 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-# Contract section 3, in one place for validation, constraints and docs.
-CONTENT_MAX_BYTES = 65_536
-TITLE_MAX_CHARS = 200
-TAGS_MAX_ITEMS = 32
-TAG_MAX_CHARS = 64
-RELATED_AGENTS_MAX_ITEMS = 32
-RELATED_AGENT_MAX_CHARS = 512
-PROVENANCE_MAX_DEPTH = 8
-PROVENANCE_MAX_BYTES = 8_192
-REQUEST_ID_MAX_CHARS = 128
+from notebook.limits import (
+    CONTENT_MAX_BYTES,
+    RELATED_AGENT_MAX_CHARS,
+    REQUEST_ID_MAX_CHARS,
+    TAG_MAX_CHARS,
+    TITLE_MAX_CHARS,
+)
 
 
 class Codex(models.Model):

@@ -3,8 +3,9 @@
 import datetime as dt
 from typing import Any
 
+from notebook.limits import EXCERPT_CHARS
 from notebook.models import Entry
-from notebook.selectors import EXCERPT_CHARS, SearchPage
+from notebook.selectors import SearchPage
 
 
 def rfc3339_ms(moment: dt.datetime) -> str:

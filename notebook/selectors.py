@@ -9,14 +9,13 @@ from django.db.models import QuerySet
 from django.db.models.functions import Substr
 
 from notebook.exceptions import InvalidArgument, NotFound
+from notebook.limits import CANDIDATES_PER_PAGE, EXCERPT_CHARS
 from notebook.models import Codex, Entry
 from notebook.validation import SearchParams, canonical_json, normalize_for_search
 
 # One message for "missing" and "someone else's", so the answer reveals nothing.
 NOT_FOUND_MESSAGE = "no entry with this id exists in your codex"
 
-EXCERPT_CHARS = 160
-CANDIDATES_PER_PAGE = 100
 _CURSOR_SALT = "notebook.search.cursor.v1"
 _BAD_CURSOR = (
     "cursor is not valid for this search: it was altered, comes from another codex, "

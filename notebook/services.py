@@ -44,8 +44,14 @@ def _apply(entry: Entry, data: EntryInput) -> None:
     entry.search_tags = [normalize_for_search(tag) for tag in data.tags]
 
 
-def _record(entry: Entry, *, replace_index: bool) -> None:
-    """Snapshot the entry's new revision and refresh its exact tag/agent index rows."""
+def _drop_index(entry: Entry) -> None:
+    """Remove the entry's exact tag/agent index rows, before ``_record`` writes the new ones."""
+    EntryTag.objects.filter(entry=entry).delete()
+    EntryRelatedAgent.objects.filter(entry=entry).delete()
+
+
+def _record(entry: Entry) -> None:
+    """Snapshot the entry's new revision and write its exact tag/agent index rows."""
     EntryRevision.objects.create(
         entry=entry,
         revision=entry.revision,
@@ -56,9 +62,6 @@ def _record(entry: Entry, *, replace_index: bool) -> None:
         provenance=entry.provenance,
         recorded_at=entry.updated_at,
     )
-    if replace_index:
-        EntryTag.objects.filter(entry=entry).delete()
-        EntryRelatedAgent.objects.filter(entry=entry).delete()
     EntryTag.objects.bulk_create(EntryTag(codex_id=entry.codex_id, entry=entry, value=v) for v in entry.tags)
     EntryRelatedAgent.objects.bulk_create(
         EntryRelatedAgent(codex_id=entry.codex_id, entry=entry, value=v) for v in entry.related_agent_ids
@@ -97,7 +100,7 @@ def entry_save(*, codex: Codex, request_id: str, data: EntryInput) -> Entry:
         with transaction.atomic():
             entry.save(force_insert=True)
             RequestKey.objects.create(codex=codex, request_id=request_id, fingerprint=data.fingerprint, entry=entry)
-            _record(entry, replace_index=False)
+            _record(entry)
     except IntegrityError:
         key = RequestKey.objects.filter(codex=codex, request_id=request_id).first()
         if key is None:
@@ -127,5 +130,6 @@ def entry_update(*, codex: Codex, entry_id: uuid.UUID, expected_revision: int, d
     entry.revision += 1
     entry.updated_at = max(_now(), entry.created_at)
     entry.save()
-    _record(entry, replace_index=True)
+    _drop_index(entry)
+    _record(entry)
     return entry

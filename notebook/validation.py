@@ -17,25 +17,26 @@ from dataclasses import dataclass
 from typing import Any
 
 from notebook.exceptions import InvalidArgument
-from notebook.models import (
+from notebook.limits import (
     CONTENT_MAX_BYTES,
+    CURSOR_MAX_CHARS,
+    ENTRY_ID_REGEX,
+    MAX_SAFE_INTEGER,
     PROVENANCE_MAX_BYTES,
     PROVENANCE_MAX_DEPTH,
+    QUERY_MAX_CHARS,
     RELATED_AGENT_MAX_CHARS,
     RELATED_AGENTS_MAX_ITEMS,
     REQUEST_ID_MAX_CHARS,
+    SEARCH_LIMIT_DEFAULT,
+    SEARCH_LIMIT_MAX,
     TAG_MAX_CHARS,
     TAGS_MAX_ITEMS,
     TITLE_MAX_CHARS,
 )
 
 ENTRY_FIELDS = frozenset({"content", "title", "tags", "relatedAgentIds", "provenance"})
-ENTRY_ID_PATTERN = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
-MAX_SAFE_INTEGER = 9_007_199_254_740_991
-QUERY_MAX_CHARS = 256
-CURSOR_MAX_CHARS = 2_048
-SEARCH_LIMIT_MAX = 50
-SEARCH_LIMIT_DEFAULT = 20
+ENTRY_ID_PATTERN = re.compile(ENTRY_ID_REGEX)
 
 # Unicode category Cc is exactly U+0000-U+001F and U+007F-U+009F.
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
@@ -189,9 +190,9 @@ def parse_request_id(value: Any) -> str:
     return _string(value, "requestId", max_chars=REQUEST_ID_MAX_CHARS, controls=False)
 
 
-def parse_entry_id(value: Any, path: str = "id") -> uuid.UUID:
+def parse_entry_id(value: Any) -> uuid.UUID:
     if not isinstance(value, str) or not ENTRY_ID_PATTERN.match(value):
-        raise InvalidArgument(f"{path} must be a lowercase UUIDv4 such as 11111111-1111-4111-8111-111111111111")
+        raise InvalidArgument("id must be a lowercase UUIDv4 such as 11111111-1111-4111-8111-111111111111")
     return uuid.UUID(value)
 
 

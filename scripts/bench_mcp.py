@@ -109,7 +109,7 @@ def main() -> None:
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
 
-    from mcp_endpoint.auth import mint_access_token
+    from authserver.tokens import mint_access_token
 
     call_command("migrate", verbosity=0)
     user = get_user_model().objects.create_user("bench")

@@ -1,17 +1,29 @@
 """Shared test scaffolding: named people with codexes, and small builders."""
 
+import datetime as dt
 import itertools
 from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.db import connection
-from django.test import TestCase
+from django.test import TestCase, TransactionTestCase
 
+from authserver.tokens import mint_access_token
+from mcp_endpoint.auth import check_bearer_token
 from notebook import services
 from notebook.models import Codex, Entry
 from notebook.validation import parse_entry_input
+from tests.mcp_client import call_tool_directly, error_of
 
 _request_ids = itertools.count(1)
+
+
+def nested(depth: int) -> dict:
+    """A JSON object nested ``depth`` levels deep (the object itself is level 1)."""
+    tree: dict = {"leaf": 1}
+    for _ in range(depth - 1):
+        tree = {"n": tree}
+    return tree
 
 
 def on_postgres() -> bool:
@@ -39,3 +51,17 @@ class NotebookTestCase(TestCase):
             request_id=request_id or f"req-{next(_request_ids)}",
             data=parse_entry_input(entry),
         )
+
+
+class GrantTestCase(TransactionTestCase):
+    """Alice with a checked two-scope grant, for calling the tool handler directly
+    as if the HTTP check had passed."""
+
+    def setUp(self) -> None:
+        self.alice = get_user_model().objects.create_user("alice")
+        token = mint_access_token(user=self.alice, scopes=["notes:read", "notes:write"], lifetime=dt.timedelta(hours=1))
+        self.grant = check_bearer_token(token)
+
+    def call_error(self, name: str, arguments: dict) -> dict:
+        """The notebook failure of a tool call (its exact form checked)."""
+        return error_of(call_tool_directly(self.grant, name, arguments))

@@ -12,9 +12,9 @@ from django.contrib.auth import get_user_model
 from django.core.cache import cache
 from django.test import TransactionTestCase, override_settings
 
+from authserver.tokens import mint_access_token
 from codex_site.asgi import build_application
-from codex_site.settings import oauth2_provider_settings
-from mcp_endpoint.auth import mint_access_token
+from codex_site.settings import public_url_settings
 
 BOTH_SCOPES = ("notes:read", "notes:write")
 
@@ -61,12 +61,7 @@ class LiveServerTestCase(TransactionTestCase):
         cls.live = LiveServer()
         base = cls.live.base_url
         cls._settings_override = override_settings(
-            CODEX_PUBLIC_URL=base,
-            CODEX_RESOURCE_URL=base + "/mcp",
-            CODEX_ISSUER_URL=base + "/o",
-            CODEX_ALLOWED_ORIGINS=[base],
-            CSRF_TRUSTED_ORIGINS=[base],
-            OAUTH2_PROVIDER=oauth2_provider_settings(base),
+            **public_url_settings(base),
             # Every test registers clients from 127.0.0.1; only the rate-limit tests lower these.
             CODEX_DCR_RATE_LIMIT=10_000,
             CODEX_CIMD_RATE_LIMIT=10_000,

@@ -12,15 +12,22 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from mcp_endpoint import server as mcp_server
+from mcp_endpoint.auth import GRANT_SCOPE_KEY
 
 T = TypeVar("T")
 
 
-def with_client(url: str, token: str, mode: str, work: Callable[[Client], Awaitable[T]]) -> T:
-    """Open an SDK client in ``mode`` ('auto' = 2026-07-28, 'legacy' = 2025-11-25) and run ``work``."""
+def with_client(
+    url: str, token: str | None, mode: str, work: Callable[[Client], Awaitable[T]], *, auth: httpx2.Auth | None = None
+) -> T:
+    """Open an SDK client in ``mode`` ('auto' = 2026-07-28, 'legacy' = 2025-11-25) and run ``work``.
+
+    The client sends ``token`` as a bearer token, or lets ``auth`` (an SDK OAuth provider) get one.
+    """
+    headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
 
     async def run() -> T:
-        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30) as http:
+        async with httpx2.AsyncClient(headers=headers, auth=auth, timeout=30) as http:
             async with Client(streamable_http_client(url, http_client=http), mode=mode) as client:
                 return await work(client)
 
@@ -29,7 +36,7 @@ def with_client(url: str, token: str, mode: str, work: Callable[[Client], Awaita
 
 def call_tool_directly(grant: Any, name: str, arguments: dict[str, Any]) -> Any:
     """Run the server's tools/call handler as if the HTTP check had passed with ``grant``."""
-    context = SimpleNamespace(request=SimpleNamespace(scope={mcp_server.GRANT_SCOPE_KEY: grant}))
+    context = SimpleNamespace(request=SimpleNamespace(scope={GRANT_SCOPE_KEY: grant}))
     params = types.CallToolRequestParams(name=name, arguments=arguments)
     return asyncio.run(mcp_server.call_tool(context, params))
 

@@ -11,14 +11,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import httpx2
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
-from mcp import Client
-from mcp.client.auth import OAuthClientProvider
-from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 
 from tests.oauth_helpers import REDIRECT_URI, Browser
@@ -74,15 +70,6 @@ def client_metadata(scope: str | None = None) -> OAuthClientMetadata:
         token_endpoint_auth_method="none",
         scope=scope,
     )
-
-
-def run_with_oauth(mcp_url: str, provider: OAuthClientProvider, work) -> Any:
-    async def run() -> Any:
-        async with httpx2.AsyncClient(auth=provider, timeout=30) as http:
-            async with Client(streamable_http_client(mcp_url, http_client=http), mode="auto") as client:
-                return await work(client)
-
-    return asyncio.run(run())
 
 
 class LoopbackMetadataServer:

@@ -4,14 +4,15 @@ import datetime as dt
 
 import httpx2
 from django.contrib.auth import get_user_model
-from django.test import TransactionTestCase
+from django.test import SimpleTestCase
 from oauth2_provider.models import get_access_token_model
 
-from mcp_endpoint.auth import check_bearer_token, mint_access_token, token_checksum
+from mcp_endpoint.auth import token_checksum
+from mcp_endpoint.http import _challenge
 from notebook.models import Entry
+from tests.base import GrantTestCase
 from tests.http_client import LEGACY, MODERN, call_tool, post, rpc_body
 from tests.live import LiveServerTestCase
-from tests.mcp_client import call_tool_directly, error_of
 
 AccessToken = get_access_token_model()
 SAVE_ARGS = {"requestId": "r1", "entry": {"content": "hello"}}
@@ -112,6 +113,17 @@ class BearerTokenTest(LiveServerTestCase):
         self.assertEqual(response.status_code, 403)
         self.assertIn('scope="notes:read"', response.headers["www-authenticate"])
 
+    def test_an_unknown_tool_needs_the_read_scope_then_gets_invalid_params(self) -> None:
+        write_only = self.token_for(self.alice, scopes=["notes:write"])
+        refused = call_tool(self.mcp_url, write_only, "field_notes_delete", {})
+        self.assertEqual(refused.status_code, 403)
+        self.assertIn('scope="notes:read"', refused.headers["www-authenticate"])
+        read_only = self.token_for(self.alice, scopes=["notes:read"])
+        answered = call_tool(self.mcp_url, read_only, "field_notes_delete", {})
+        self.assertEqual(answered.status_code, 200, answered.text)
+        self.assertEqual(answered.json()["error"]["code"], -32602)
+        self.assertIn("Unknown tool", answered.json()["error"]["message"])
+
     def test_a_token_revoked_between_two_calls_is_refused_on_the_second(self) -> None:
         token = self.token_for(self.alice)
         first = call_tool(self.mcp_url, token, "field_notes_save", SAVE_ARGS)
@@ -148,7 +160,7 @@ class BearerTokenTest(LiveServerTestCase):
                 self.assertEqual(document["bearer_methods_supported"], ["header"])
 
 
-class AfreshCheckTest(TransactionTestCase):
+class AfreshCheckTest(GrantTestCase):
     """Inside the tool call, right before the service, the token is re-read (contract 8).
 
     The HTTP check has passed (its grant is in the request scope); then the token
@@ -156,31 +168,26 @@ class AfreshCheckTest(TransactionTestCase):
     """
 
     def setUp(self) -> None:
-        self.alice = get_user_model().objects.create_user("alice")
-        token = mint_access_token(user=self.alice, scopes=["notes:read", "notes:write"], lifetime=dt.timedelta(hours=1))
-        self.grant = check_bearer_token(token)
+        super().setUp()
         self.stored = AccessToken.objects.filter(token_checksum=self.grant.token_checksum)
-
-    def call(self, name: str, arguments: dict) -> dict:
-        return error_of(call_tool_directly(self.grant, name, arguments))
 
     def test_a_token_revoked_after_the_http_check_is_unauthenticated(self) -> None:
         self.stored.delete()
-        self.assertEqual(self.call("field_notes_save", SAVE_ARGS)["code"], "unauthenticated")
+        self.assertEqual(self.call_error("field_notes_save", SAVE_ARGS)["code"], "unauthenticated")
         self.assertFalse(Entry.objects.exists())
 
     def test_a_scope_removed_after_the_http_check_is_permission_denied(self) -> None:
         self.stored.update(scope="notes:read")
-        self.assertEqual(self.call("field_notes_save", SAVE_ARGS)["code"], "permission_denied")
+        self.assertEqual(self.call_error("field_notes_save", SAVE_ARGS)["code"], "permission_denied")
         self.assertFalse(Entry.objects.exists())
 
     def test_a_token_expired_after_the_http_check_is_unauthenticated(self) -> None:
         self.stored.update(expires=dt.datetime(2020, 1, 1, tzinfo=dt.UTC))
-        self.assertEqual(self.call("field_notes_search", {})["code"], "unauthenticated")
+        self.assertEqual(self.call_error("field_notes_search", {})["code"], "unauthenticated")
 
     def test_a_user_deactivated_after_the_http_check_is_unauthenticated(self) -> None:
         get_user_model().objects.filter(pk=self.alice.pk).update(is_active=False)
-        self.assertEqual(self.call("field_notes_search", {})["code"], "unauthenticated")
+        self.assertEqual(self.call_error("field_notes_search", {})["code"], "unauthenticated")
 
 
 class ProtocolVersionTest(LiveServerTestCase):
@@ -216,7 +223,10 @@ class ProtocolVersionTest(LiveServerTestCase):
             version=MODERN,
             headers={"Mcp-Method": "tools/call", "Mcp-Name": "field_notes_search"},
         )
-        self.assertIn(response.status_code, {400, 403}, response.text)
+        # The guard checks the header's tool (search: allowed); the SDK then refuses the
+        # body that names another tool, before any handler runs.
+        self.assertEqual(response.status_code, 400, response.text)
+        self.assertIn("mcp-name header does not match", response.json()["error"]["message"])
         self.assertFalse(Entry.objects.exists())
 
     def test_a_legacy_batch_is_scope_checked_too(self) -> None:
@@ -228,3 +238,9 @@ class ProtocolVersionTest(LiveServerTestCase):
         response = post(self.mcp_url, batch, token=read_only)
         self.assertEqual(response.status_code, 403)
         self.assertFalse(Entry.objects.exists())
+
+
+class ChallengeTest(SimpleTestCase):
+    def test_quotes_and_backslashes_in_a_challenge_are_escaped(self) -> None:
+        challenge = _challenge(error="invalid_token", description='say "hi" \\ bye', scopes=["notes:read"])
+        self.assertIn('error_description="say \\"hi\\" \\\\ bye"', challenge)

@@ -3,6 +3,7 @@
 import json
 
 from notebook.models import Entry, EntryRevision, RequestKey
+from tests.base import nested
 from tests.http_client import LEGACY, MODERN, call_tool, post, rpc_body
 from tests.live import LiveServerTestCase
 
@@ -13,13 +14,6 @@ SAVE, GET, SEARCH, UPDATE = "field_notes_save", "field_notes_get", "field_notes_
 
 def save_args(**entry) -> dict:
     return {"requestId": "bad-1", "entry": {"content": "c", **entry}}
-
-
-def nested(depth: int) -> dict:
-    tree: dict = {"leaf": 1}
-    for _ in range(depth - 1):
-        tree = {"n": tree}
-    return tree
 
 
 # (label, tool, arguments, expected): expected is PROTOCOL or a notebook error code.

@@ -3,7 +3,7 @@
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from mcp_endpoint.schemas import TOOLS
+from mcp_endpoint.tools import TOOLS
 from tests.live import LiveServerTestCase
 from tests.mcp_client import error_of, success_of, with_client
 
@@ -27,10 +27,10 @@ class McpEndToEndTest(LiveServerTestCase):
                 protocol, info, listing = with_client(self.mcp_url, self.alice_token, mode, work)
                 self.assertEqual(protocol, version)
                 self.assertEqual((info.name, info.title, info.version), ("agent-codex", "Agent Codex", "0.1.0"))
-                self.assertEqual([t.name for t in listing.tools], [t["name"] for t in TOOLS])
+                self.assertEqual([t.name for t in listing.tools], [t.name for t in TOOLS])
                 save = listing.tools[0]
-                self.assertEqual(save.input_schema, TOOLS[0]["inputSchema"])
-                self.assertEqual(save.output_schema, TOOLS[0]["outputSchema"])
+                self.assertEqual(save.input_schema, TOOLS[0].input_schema)
+                self.assertEqual(save.output_schema, TOOLS[0].output_schema)
                 self.assertTrue(save.annotations.idempotent_hint)
                 self.assertFalse(save.annotations.destructive_hint)
 

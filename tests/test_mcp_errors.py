@@ -1,32 +1,27 @@
 """The tool boundary: whatever goes wrong inside, the client gets a contract error, never internals."""
 
-import datetime as dt
+import dataclasses
 from unittest import mock
 
-from django.contrib.auth import get_user_model
 from django.db import OperationalError
-from django.test import TransactionTestCase
 
-from mcp_endpoint import server as mcp_server
-from mcp_endpoint.auth import check_bearer_token, mint_access_token
+from mcp_endpoint.tools import TOOLS_BY_NAME
+from tests.base import GrantTestCase
 from tests.http_client import call_tool
 from tests.live import LiveServerTestCase
-from tests.mcp_client import call_tool_directly, error_of
 
 
-class ToolBoundaryTest(TransactionTestCase):
-    def setUp(self) -> None:
-        user = get_user_model().objects.create_user("alice")
-        token = mint_access_token(user=user, scopes=["notes:read", "notes:write"], lifetime=dt.timedelta(hours=1))
-        self.grant = check_bearer_token(token)
+def failing(name: str, error: Exception):
+    """Patch the tool ``name`` so that its adapter raises ``error``."""
+    tool = dataclasses.replace(TOOLS_BY_NAME[name], adapter=mock.Mock(side_effect=error))
+    return mock.patch.dict(TOOLS_BY_NAME, {name: tool})
 
-    def call_error(self, name: str, arguments: dict) -> dict:
-        return error_of(call_tool_directly(self.grant, name, arguments))
 
+class ToolBoundaryTest(GrantTestCase):
     def test_an_unexpected_exception_is_internal_without_its_text(self) -> None:
         boom = RuntimeError("SELECT secret FROM /etc/passwd")
-        with mock.patch.dict(mcp_server.ADAPTERS, {"field_notes_search": mock.Mock(side_effect=boom)}):
-            with self.assertLogs("mcp_endpoint.server", "ERROR") as logged:
+        with failing("field_notes_search", boom):
+            with self.assertLogs("mcp_endpoint.results", "ERROR") as logged:
                 error = self.call_error("field_notes_search", {})
         self.assertEqual(error["code"], "internal")
         self.assertNotIn("secret", error["message"])
@@ -37,8 +32,8 @@ class ToolBoundaryTest(TransactionTestCase):
     def test_a_database_outage_is_unavailable(self) -> None:
         outage = OperationalError("could not connect to server: Connection refused")
         with (
-            mock.patch.dict(mcp_server.ADAPTERS, {"field_notes_get": mock.Mock(side_effect=outage)}),
-            self.assertLogs("mcp_endpoint.server", "WARNING"),
+            failing("field_notes_get", outage),
+            self.assertLogs("mcp_endpoint.results", "WARNING"),
         ):
             error = self.call_error("field_notes_get", {"id": "11111111-1111-4111-8111-111111111111"})
         self.assertEqual(error["code"], "unavailable")

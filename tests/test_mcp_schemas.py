@@ -3,9 +3,11 @@ import json
 from django.test import SimpleTestCase
 from jsonschema import Draft7Validator
 
+from mcp_endpoint.arguments import _VALIDATORS, check_arguments, count_members
+from mcp_endpoint.auth import ALL_SCOPES
 from mcp_endpoint.listing import TOOLS_JSON_PATH, live_listing, render
-from mcp_endpoint.schemas import TOOLS
-from mcp_endpoint.server import count_members
+from mcp_endpoint.tools import TOOLS, UNKNOWN_TOOL_SCOPES, scopes_for
+from notebook import limits
 
 
 class ToolListingTest(SimpleTestCase):
@@ -23,14 +25,13 @@ class ToolListingTest(SimpleTestCase):
             [tool["name"] for tool in listing["tools"]],
             ["field_notes_save", "field_notes_get", "field_notes_search", "field_notes_update"],
         )
-        for served, written in zip(listing["tools"], TOOLS, strict=True):
-            for key in ["name", "title", "description", "inputSchema", "outputSchema", "annotations"]:
-                self.assertEqual(served[key], written[key], f"{written['name']}.{key}")
+        for served, tool in zip(listing["tools"], TOOLS, strict=True):
+            for key, written in tool.listing().items():
+                self.assertEqual(served[key], written, f"{tool.name}.{key}")
 
     def test_each_schema_is_a_valid_standalone_root(self) -> None:
         for tool in TOOLS:
-            for key in ["inputSchema", "outputSchema"]:
-                schema = tool[key]
+            for schema in [tool.input_schema, tool.output_schema]:
                 Draft7Validator.check_schema(schema)
                 text = json.dumps(schema)
                 for ref in {part.split('"')[0] for part in text.split('"$ref": "')[1:]}:
@@ -46,12 +47,12 @@ class ToolListingTest(SimpleTestCase):
                     yield from walk(value)
 
         for tool in TOOLS:
-            for key in ["inputSchema", "outputSchema"]:
-                for node in walk(tool[key]):
-                    self.assertIs(node.get("additionalProperties"), False, f"{tool['name']}.{key}")
+            for schema in [tool.input_schema, tool.output_schema]:
+                for node in walk(schema):
+                    self.assertIs(node.get("additionalProperties"), False, tool.name)
 
     def test_annotations_match_the_contract(self) -> None:
-        annotations = {tool["name"]: tool["annotations"] for tool in TOOLS}
+        annotations = {tool.name: tool.annotations for tool in TOOLS}
         self.assertEqual(
             annotations["field_notes_save"], {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": True}
         )
@@ -60,6 +61,50 @@ class ToolListingTest(SimpleTestCase):
         self.assertEqual(
             annotations["field_notes_update"], {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False}
         )
+
+    def test_scopes_match_the_contract_and_the_description_says_them(self) -> None:
+        scopes = {tool.name: sorted(tool.scopes) for tool in TOOLS}
+        both = ["notes:read", "notes:write"]
+        self.assertEqual(
+            scopes,
+            {
+                "field_notes_save": both,
+                "field_notes_get": ["notes:read"],
+                "field_notes_search": ["notes:read"],
+                "field_notes_update": both,
+            },
+        )
+        for tool in TOOLS:
+            needed = " and ".join(scope for scope in ALL_SCOPES if scope in tool.scopes)
+            self.assertTrue(tool.description.endswith(f" Needs {needed}."), tool.description)
+            self.assertNotIn("Needs", tool.summary)
+
+    def test_every_face_of_a_tool_comes_from_its_one_record(self) -> None:
+        names = [tool.name for tool in TOOLS]
+        self.assertEqual(list(_VALIDATORS), names)
+        self.assertEqual([tool["name"] for tool in live_listing()["tools"]], names)
+        self.assertEqual([tool["name"] for tool in json.loads(TOOLS_JSON_PATH.read_text())["tools"]], names)
+        for tool in TOOLS:
+            self.assertIs(_VALIDATORS[tool.name].schema, tool.input_schema)
+            self.assertEqual(scopes_for(tool.name), tool.scopes)
+
+    def test_an_unknown_tool_needs_the_read_scope_and_is_an_invalid_params_error(self) -> None:
+        self.assertEqual(scopes_for("field_notes_delete"), UNKNOWN_TOOL_SCOPES)
+        self.assertEqual(UNKNOWN_TOOL_SCOPES, frozenset({"notes:read"}))
+        with self.assertRaisesMessage(Exception, "Unknown tool: 'field_notes_delete'") as raised:
+            check_arguments("field_notes_delete", {})
+        self.assertEqual(raised.exception.error.code, -32602)
+
+    def test_descriptions_are_built_from_the_limits(self) -> None:
+        text = json.dumps([tool.listing() for tool in TOOLS])
+        for phrase in [
+            f"1 to {limits.thousands(limits.CONTENT_MAX_BYTES)} bytes as UTF-8",
+            f"at most {limits.thousands(limits.PROVENANCE_MAX_BYTES)} bytes as compact UTF-8 JSON",
+            f"examines at most {limits.CANDIDATES_PER_PAGE} notes",
+            f"(1 to {limits.SEARCH_LIMIT_MAX}, default {limits.SEARCH_LIMIT_DEFAULT})",
+        ]:
+            self.assertIn(phrase, text)
+        self.assertEqual(limits.thousands(65_536), "65,536")
 
     def test_count_members_counts_elements_and_members_recursively(self) -> None:
         self.assertEqual(count_members({}), 0)

@@ -8,9 +8,9 @@ from oauth2_provider.models import get_access_token_model, get_application_model
 
 from mcp_endpoint.auth import token_checksum
 from tests.live import LiveServerTestCase
-from tests.mcp_client import success_of
+from tests.mcp_client import success_of, with_client
 from tests.oauth_helpers import Browser, authorization_url, exchange_code, pkce_pair, register_client
-from tests.sdk_oauth import ConsentingUser, LoopbackMetadataServer, MemoryStorage, client_metadata, run_with_oauth
+from tests.sdk_oauth import ConsentingUser, LoopbackMetadataServer, MemoryStorage, client_metadata
 
 
 async def save_and_search(client: Client) -> tuple[dict, dict]:
@@ -48,7 +48,7 @@ class SdkOAuthFlowTest(LiveServerTestCase):
         self.assertEqual(token.token, "")  # stored hashed
 
     def test_discovery_dynamic_registration_consent_and_tool_calls(self) -> None:
-        saved, page = run_with_oauth(self.mcp_url, self.provider(), save_and_search)
+        saved, page = with_client(self.mcp_url, None, "auto", save_and_search, auth=self.provider())
         self.assertEqual(saved["entry"]["revision"], 1)
         self.assertEqual([e["id"] for e in page["entries"]], [saved["entry"]["id"]])
         # The SDK registered dynamically (a public client) and asked for PKCE S256 and our resource.
@@ -71,7 +71,9 @@ class SdkOAuthFlowTest(LiveServerTestCase):
                 "response_types": ["code"],
                 "token_endpoint_auth_method": "none",
             }
-            saved, _ = run_with_oauth(self.mcp_url, self.provider(client_metadata_url=metadata.url), save_and_search)
+            saved, _ = with_client(
+                self.mcp_url, None, "auto", save_and_search, auth=self.provider(client_metadata_url=metadata.url)
+            )
             self.assertGreaterEqual(metadata.requests, 1)
         self.assertEqual(saved["entry"]["content"], "via OAuth")
         self.assertEqual(self.storage.client_info.client_id, metadata.url)
@@ -124,7 +126,7 @@ class StepUpTest(LiveServerTestCase):
                 await client.call_tool("field_notes_save", {"requestId": "up", "entry": {"content": "stepped up"}})
             )
 
-        saved = run_with_oauth(self.mcp_url, provider, work)
+        saved = with_client(self.mcp_url, None, "auto", work, auth=provider)
         self.assertEqual(saved["entry"]["content"], "stepped up")
         [step_up_url] = user.authorization_urls
         self.assertIn("notes%3Aread+notes%3Awrite", step_up_url.replace("%20", "+"))

@@ -156,7 +156,7 @@ class ConsentTest(OAuthServerTestCase):
         tokens = self.tokens()
         page = self.browser.http.get(self.base + "/account/clients/")
         self.assertIn("Test agent", page.text)
-        self.assertIn("read your notes", page.text)
+        self.assertIn("Read your notes, Write your notes", page.text)
         form = next(f for f in forms_of(page.text) if f["action"] and "/revoke/" in f["action"])
         response = self.browser.http.post(self.base + form["action"], data=form["fields"])
         self.assertEqual(response.status_code, 302)

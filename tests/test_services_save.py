@@ -1,6 +1,10 @@
+import uuid
+
+from django.contrib.auth import get_user_model
+
 from notebook import selectors, services
-from notebook.exceptions import Conflict
-from notebook.models import Entry, EntryRevision, RequestKey
+from notebook.exceptions import Conflict, NotFound
+from notebook.models import Codex, Entry, EntryRevision, RequestKey
 from notebook.representations import entry_dict
 from notebook.validation import parse_entry_input
 from tests.base import NotebookTestCase
@@ -61,16 +65,20 @@ class EntrySaveTest(NotebookTestCase):
         self.assertNotEqual(alices.id, bobs.id)
         self.assertEqual(bobs.codex, self.bob_codex)
 
-    def test_codex_is_created_once_per_user(self) -> None:
-        self.assertEqual(services.codex_for_user(user=self.alice), self.alice_codex)
+    def test_codex_is_created_on_first_use_and_found_afterwards(self) -> None:
+        carol = get_user_model().objects.create_user("carol")
+        created = services.codex_for_user(user=carol)
+        # Fresh user objects, so no cached codex can answer without the database.
+        for user in [get_user_model().objects.get(pk=carol.pk), get_user_model().objects.get(pk=self.alice.pk)]:
+            with self.assertNumQueries(1):
+                found = services.codex_for_user(user=user)
+            self.assertEqual(found.owner_id, user.pk)
+        self.assertEqual(services.codex_for_user(user=get_user_model().objects.get(pk=carol.pk)), created)
+        self.assertEqual(Codex.objects.filter(owner__in=[carol, self.alice]).count(), 2)
 
     def test_get_finds_own_entry_and_hides_others(self) -> None:
         entry = self.save(content="secret")
         self.assertEqual(selectors.entry_get(codex=self.alice_codex, entry_id=entry.id).content, "secret")
-        import uuid
-
-        from notebook.exceptions import NotFound
-
         with self.assertRaises(NotFound) as foreign:
             selectors.entry_get(codex=self.bob_codex, entry_id=entry.id)
         with self.assertRaises(NotFound) as missing:

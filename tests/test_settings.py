@@ -1,9 +1,11 @@
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from django.conf import settings
+from django.db import connection
 from django.test import SimpleTestCase
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -23,6 +25,65 @@ class SettingsTest(SimpleTestCase):
         self.assertEqual(result.returncode, 1)
         self.assertIn("refuses to start: SECRET_KEY is not set", result.stderr)
         self.assertNotIn("Traceback", result.stderr)
+        self.assertEqual(len(result.stderr.strip().splitlines()), 1, result.stderr)
+
+    def test_the_asgi_entry_point_refuses_too(self) -> None:
+        environment = {key: value for key, value in os.environ.items() if key not in {"SECRET_KEY", "DJANGO_DEBUG"}}
+        result = subprocess.run(
+            [sys.executable, "-c", "import codex_site.asgi"],
+            cwd=ROOT,
+            env=environment,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        self.assertEqual(result.returncode, 1)
+        self.assertEqual(
+            result.stderr.strip().splitlines()[-1][:50], "Agent Codex refuses to start: SECRET_KEY is not se"
+        )
+        self.assertNotIn("Traceback", result.stderr)
+
+    def test_importing_settings_writes_nothing_and_never_exits(self) -> None:
+        with tempfile.TemporaryDirectory() as parent:
+            var = Path(parent) / "var"
+            for debug in ["0", "1"]:
+                with self.subTest(debug=debug):
+                    result = subprocess.run(
+                        [sys.executable, "-c", "import codex_site.settings as s; print(repr(s.SECRET_KEY))"],
+                        cwd=ROOT,
+                        env={"PATH": os.environ.get("PATH", ""), "CODEX_VAR_DIR": str(var), "DJANGO_DEBUG": debug},
+                        capture_output=True,
+                        text=True,
+                        timeout=60,
+                    )
+                    self.assertEqual(result.returncode, 0, result.stderr)
+                    self.assertEqual(result.stdout.strip(), "''")
+                    self.assertFalse(var.exists())
+
+    def test_a_debug_start_reads_the_local_key_made_by_make_run(self) -> None:
+        with tempfile.TemporaryDirectory() as var:
+            (Path(var) / "dev-secret-key").write_text("local-" + "k" * 50 + "\n")
+            result = subprocess.run(
+                [sys.executable, "-c", "import codex_site.settings as s; print(s.SECRET_KEY)"],
+                cwd=ROOT,
+                env={"PATH": os.environ.get("PATH", ""), "CODEX_VAR_DIR": var, "DJANGO_DEBUG": "1"},
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            self.assertEqual(result.stdout.strip(), "local-" + "k" * 50)
+
+    def test_settings_do_not_look_at_the_command_line(self) -> None:
+        source = (ROOT / "codex_site" / "settings.py").read_text()
+        self.assertNotIn("sys.argv", source)
+        self.assertNotIn("TESTING", source)
+
+    def test_the_test_runner_configures_the_tests(self) -> None:
+        self.assertEqual(settings.PASSWORD_HASHERS, ["django.contrib.auth.hashers.MD5PasswordHasher"])
+        self.assertTrue(settings.SECRET_KEY)
+        self.assertTrue(settings.CODEX_CIMD_ALLOW_LOOPBACK)
+        self.assertEqual(connection.settings_dict["CONN_MAX_AGE"], 0)
+        self.assertEqual(settings.LOGGING["loggers"]["django.request"]["level"], "ERROR")
 
     def test_a_production_start_with_secret_key_runs(self) -> None:
         result = manage("check", SECRET_KEY="a-real-secret-" + "x" * 40)

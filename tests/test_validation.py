@@ -3,7 +3,7 @@
 from notebook.exceptions import InvalidArgument
 from notebook.models import Entry, EntryRevision, RequestKey
 from notebook.validation import fingerprint_of, parse_entry_input, parse_request_id, parse_search_params
-from tests.base import NotebookTestCase
+from tests.base import NotebookTestCase, nested
 
 EURO = "\u20ac"  # three bytes in UTF-8
 PILE_OF_POO = "\U0001f4a9"  # four bytes in UTF-8
@@ -79,12 +79,6 @@ class EntryInputLimitsTest(NotebookTestCase):
         self.assert_refused("must not be empty", relatedAgentIds=[""])
 
     def test_provenance_depth_counts_the_provenance_object_as_one(self) -> None:
-        def nested(depth: int) -> dict:
-            tree: dict = {"leaf": True}
-            for _ in range(depth - 1):
-                tree = {"n": tree}
-            return tree
-
         self.assert_accepted(provenance=nested(8))
         self.assert_refused("deeper than 8", provenance=nested(9))
         # Arrays are nesting levels too.

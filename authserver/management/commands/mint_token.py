@@ -3,8 +3,8 @@ import datetime as dt
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from mcp_endpoint.auth import mint_access_token
-from mcp_endpoint.schemas import ALL_SCOPES
+from authserver.scopes import ALL_SCOPES
+from authserver.tokens import mint_access_token
 
 
 class Command(BaseCommand):

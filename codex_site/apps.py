@@ -1,0 +1,21 @@
+from pathlib import Path
+
+from django.apps import AppConfig
+from django.conf import settings
+
+
+class CodexSiteConfig(AppConfig):
+    """The project itself as an app, for its start-up checks."""
+
+    name = "codex_site"
+    verbose_name = "Agent Codex site"
+
+    def ready(self) -> None:
+        from codex_site import checks  # noqa: F401  (registers the start-up refusal)
+
+        # SQLite needs its directory; made when the process starts, not when settings load.
+        database = settings.DATABASES["default"]
+        if database["ENGINE"] == "django.db.backends.sqlite3":
+            for name in (database["NAME"], database.get("TEST", {}).get("NAME")):
+                if name:
+                    Path(name).parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,75 @@
+"""Protocol-level checks of ``tools/call`` arguments: unknown tool, argument-tree size
+and JSON Schema. Each failure is a JSON-RPC -32602 error naming the failing path."""
+
+from typing import Any
+
+from jsonschema import Draft7Validator
+from jsonschema.exceptions import ValidationError as SchemaViolation
+from jsonschema.exceptions import best_match
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
+
+from mcp_endpoint.tools import TOOLS, TOOLS_BY_NAME
+from notebook.limits import MAX_ARGUMENT_MEMBERS
+
+_VALIDATORS = {tool.name: Draft7Validator(tool.input_schema) for tool in TOOLS}
+
+
+def count_members(value: Any, limit: int = MAX_ARGUMENT_MEMBERS) -> int:
+    """Cumulative array elements plus object members in a JSON tree; stops once past ``limit``."""
+    total = 0
+    stack = [value]
+    while stack and total <= limit:
+        node = stack.pop()
+        if isinstance(node, dict):
+            total += len(node)
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            total += len(node)
+            stack.extend(node)
+    return total
+
+
+def _path(error: SchemaViolation) -> str:
+    path = "arguments"
+    for part in error.absolute_path:
+        path += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return path
+
+
+def describe_violation(error: SchemaViolation) -> str:
+    """A short message naming the failing path, without echoing (possibly huge) values."""
+    rule, limit = error.validator, error.validator_value
+    messages = {
+        "type": f"must be of type {limit}",
+        "maxLength": f"must be at most {limit} characters",
+        "minLength": "must not be empty" if limit == 1 else f"must be at least {limit} characters",
+        "maxItems": f"must have at most {limit} items",
+        "minimum": f"must be at least {limit}",
+        "maximum": f"must be at most {limit}",
+        "pattern": f"must match {limit}",
+    }
+    if rule in messages:
+        return f"{_path(error)} {messages[rule]}"
+    if rule == "required":
+        missing = [name for name in limit if isinstance(error.instance, dict) and name not in error.instance]
+        return f"{_path(error)} is missing required member {missing[0]!r}" if missing else error.message[:200]
+    if rule == "additionalProperties" and isinstance(error.instance, dict):
+        allowed = set(error.schema.get("properties", {}))
+        extra = sorted(str(key) for key in error.instance if key not in allowed)
+        return f"{_path(error)} has unexpected member {extra[0][:64]!r}" if extra else error.message[:200]
+    return f"{_path(error)}: {error.message[:200]}"
+
+
+def check_arguments(name: str, arguments: dict[str, Any]) -> None:
+    """Protocol-level checks: unknown tool, argument-tree size, JSON Schema."""
+    if name not in TOOLS_BY_NAME:
+        raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool: {name[:100]!r}")
+    if count_members(arguments) > MAX_ARGUMENT_MEMBERS:
+        raise MCPError(
+            code=INVALID_PARAMS,
+            message=f"arguments have more than {MAX_ARGUMENT_MEMBERS} array elements and object members in all",
+        )
+    error = best_match(_VALIDATORS[name].iter_errors(arguments))
+    if error is not None:
+        raise MCPError(code=INVALID_PARAMS, message=f"Invalid arguments for {name}: {describe_violation(error)}")
