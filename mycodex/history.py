@@ -27,8 +27,12 @@ def snapshot_text(revision: EntryRevision) -> list[str]:
         f"title: {revision.title if revision.title is not None else '(none)'}",
         "tags: " + (", ".join(revision.tags) or "(none)"),
         "related agents: " + (", ".join(revision.related_agent_ids) or "(none)"),
-        "provenance: " + (json.dumps(revision.provenance, ensure_ascii=False, sort_keys=True)
-                          if revision.provenance is not None else "(none)"),
+        "provenance: "
+        + (
+            json.dumps(revision.provenance, ensure_ascii=False, sort_keys=True)
+            if revision.provenance is not None
+            else "(none)"
+        ),
         "",
     ]
     return lines + revision.content.splitlines()

@@ -138,6 +138,9 @@ def entry_detail(request: HttpRequest, entry_id: uuid.UUID) -> HttpResponse:
         "revision_numbers": [item.revision.revision for item in items],
         "compare_from": older,
         "compare_to": newer,
+        # The form starts on "what the latest revision changed".
+        "select_from": older if older is not None else max(entry.revision - 1, 1),
+        "select_to": newer if newer is not None else entry.revision,
         "comparison": comparison,
     }
     return render(request, "mycodex/entry.html", context)
@@ -153,7 +156,8 @@ def entry_delete(request: HttpRequest, entry_id: uuid.UUID) -> HttpResponse:
             services.entry_delete(codex=codex, entry_id=entry.id)
         except NotFound:
             raise Http404(selectors.NOT_FOUND_MESSAGE) from None
-        messages.success(request, f"Deleted “{entry.title or 'Untitled note'}” and its {entry.revision} revision(s).")
+        revisions = f"{entry.revision} revision{'s' if entry.revision != 1 else ''}"
+        messages.success(request, f"Deleted “{entry.title or 'Untitled note'}” and its {revisions}.")
         return redirect("mycodex:list")
     return render(request, "mycodex/delete.html", {"entry": entry})
 

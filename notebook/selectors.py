@@ -175,8 +175,9 @@ def entry_recent(*, codex: Codex, params: SearchParams, max_scanned: int = 10 * 
             moment = dt.datetime.fromisoformat(after[0])
             candidates = candidates.filter(Q(updated_at__lt=moment) | Q(updated_at=moment, id__lt=after[1]))
         batch = list(candidates[: CANDIDATES_PER_PAGE + 1])
-        position = -1
-        for position, candidate in enumerate(batch[:CANDIDATES_PER_PAGE]):
+        position = -1  # index in ``batch`` of the last candidate examined
+        for index, candidate in enumerate(batch[:CANDIDATES_PER_PAGE]):
+            position = index
             scanned += 1
             last = candidate
             if not params.query or _matches(candidate, normalized_query):

@@ -78,10 +78,8 @@ def export_json_chunks(*, codex: Codex, progress: Progress | None = None) -> Ite
         "owner": codex.owner.get_username(),
     }
     yield json.dumps(header, ensure_ascii=False)[:-1] + ', "entries": ['
-    count = 0
-    for data in export_entries(codex=codex):
-        yield ("\n" if count == 0 else ",\n") + json.dumps(data, ensure_ascii=False, sort_keys=False)
-        count += 1
+    for count, data in enumerate(export_entries(codex=codex), start=1):
+        yield ("\n" if count == 1 else ",\n") + json.dumps(data, ensure_ascii=False)
         if progress is not None:
             progress(count)
     yield "\n]}\n"

@@ -167,15 +167,21 @@ class ImportTest(TransferTestCase):
             with self.subTest(name):
                 entry = {**copy.deepcopy(good), **change}
                 entry = {key: value for key, value in entry.items() if value is not None}
-                report = self.import_into(self.carol_codex, {"format": "agent-codex-export", "version": 1,
-                                                             "entries": [entry]})
+                report = self.import_into(
+                    self.carol_codex, {"format": "agent-codex-export", "version": 1, "entries": [entry]}
+                )
                 self.assertFalse(report.applied)
                 self.assertTrue(report.refused[0].reason)
         self.assertEqual(Entry.objects.filter(codex=self.carol_codex).count(), 0)
 
     def test_it_refuses_a_file_that_is_not_an_export(self) -> None:
-        for raw in [b"\xff", b"[]", b'{"format": "other"}', b'{"format": "agent-codex-export", "version": 2}',
-                    b'{"format": "agent-codex-export", "version": 1}']:
+        for raw in [
+            b"\xff",
+            b"[]",
+            b'{"format": "other"}',
+            b'{"format": "agent-codex-export", "version": 2}',
+            b'{"format": "agent-codex-export", "version": 1}',
+        ]:
             with self.subTest(raw=raw), self.assertRaises(transfer.ImportRefused):
                 transfer.load_document(raw)
 
