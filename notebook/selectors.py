@@ -51,16 +51,22 @@ def _encode_cursor(codex: Codex, params: SearchParams, after: uuid.UUID) -> str:
     return signing.dumps({"a": str(after), "b": _cursor_binding(codex, params)}, salt=_CURSOR_SALT)
 
 
-def _decode_cursor(codex: Codex, params: SearchParams) -> uuid.UUID | None:
-    if params.cursor is None:
-        return None
+def _cursor_payload(codex: Codex, params: SearchParams, salt: str) -> dict:
+    """The signed payload of ``params.cursor``, checked to be bound to this codex and these filters."""
     try:
-        payload = signing.loads(params.cursor, salt=_CURSOR_SALT)
+        payload = signing.loads(params.cursor, salt=salt)
     except signing.BadSignature:
         raise InvalidArgument(_BAD_CURSOR) from None
     # A valid signature means we wrote this payload; still, check its shape.
     if not isinstance(payload, dict) or payload.get("b") != _cursor_binding(codex, params):
         raise InvalidArgument(_BAD_CURSOR)
+    return payload
+
+
+def _decode_cursor(codex: Codex, params: SearchParams) -> uuid.UUID | None:
+    if params.cursor is None:
+        return None
+    payload = _cursor_payload(codex, params, _CURSOR_SALT)
     try:
         return uuid.UUID(payload["a"])
     except (KeyError, TypeError, ValueError):
@@ -139,17 +145,12 @@ class RecentPage:
     scanned: int
 
 
-def _decode_recent_cursor(codex: Codex, params: SearchParams) -> tuple[str, uuid.UUID] | None:
+def _decode_recent_cursor(codex: Codex, params: SearchParams) -> tuple[dt.datetime, uuid.UUID] | None:
     if params.cursor is None:
         return None
+    payload = _cursor_payload(codex, params, _RECENT_CURSOR_SALT)
     try:
-        payload = signing.loads(params.cursor, salt=_RECENT_CURSOR_SALT)
-    except signing.BadSignature:
-        raise InvalidArgument(_BAD_CURSOR) from None
-    if not isinstance(payload, dict) or payload.get("b") != _cursor_binding(codex, params):
-        raise InvalidArgument(_BAD_CURSOR)
-    try:
-        return payload["u"], uuid.UUID(payload["a"])
+        return dt.datetime.fromisoformat(payload["u"]), uuid.UUID(payload["a"])
     except (KeyError, TypeError, ValueError):
         raise InvalidArgument(_BAD_CURSOR) from None
 
@@ -172,8 +173,8 @@ def entry_recent(*, codex: Codex, params: SearchParams, max_scanned: int = 10 * 
     while len(entries) < params.limit and scanned < max_scanned:
         candidates = newest_first
         if after is not None:
-            moment = dt.datetime.fromisoformat(after[0])
-            candidates = candidates.filter(Q(updated_at__lt=moment) | Q(updated_at=moment, id__lt=after[1]))
+            moment, last_id = after
+            candidates = candidates.filter(Q(updated_at__lt=moment) | Q(updated_at=moment, id__lt=last_id))
         batch = list(candidates[: CANDIDATES_PER_PAGE + 1])
         position = -1  # index in ``batch`` of the last candidate examined
         for index, candidate in enumerate(batch[:CANDIDATES_PER_PAGE]):
@@ -188,7 +189,7 @@ def entry_recent(*, codex: Codex, params: SearchParams, max_scanned: int = 10 * 
         more = len(batch) > position + 1
         if not more or last is None:
             break
-        after = (last.updated_at.isoformat(), last.id)
+        after = (last.updated_at, last.id)
     next_cursor = None
     if more and last is not None:
         payload = {"u": last.updated_at.isoformat(), "a": str(last.id), "b": _cursor_binding(codex, params)}

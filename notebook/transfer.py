@@ -32,15 +32,24 @@ REPORT_MAX_REFUSALS = 100
 Progress = Callable[[int], None]
 
 
+# A snapshot's members in the export, in the Entry's order, with the column each comes from.
+_SNAPSHOT_COLUMNS = (
+    ("title", "title"),
+    ("content", "content"),
+    ("tags", "tags"),
+    ("relatedAgentIds", "related_agent_ids"),
+    ("provenance", "provenance"),
+)
+
+
 def _revision_dict(revision: EntryRevision) -> dict[str, Any]:
+    """A snapshot in the Entry's shape: ``title`` and ``provenance`` only when set (the
+    list columns are never null), plus ``revision`` and ``recordedAt``."""
     data: dict[str, Any] = {"revision": revision.revision}
-    if revision.title is not None:
-        data["title"] = revision.title
-    data["content"] = revision.content
-    data["tags"] = list(revision.tags)
-    data["relatedAgentIds"] = list(revision.related_agent_ids)
-    if revision.provenance is not None:
-        data["provenance"] = revision.provenance
+    for member, column in _SNAPSHOT_COLUMNS:
+        value = getattr(revision, column)
+        if value is not None:
+            data[member] = value
     data["recordedAt"] = rfc3339_ms(revision.recorded_at)
     return data
 
@@ -160,7 +169,7 @@ class _ImportedEntry:
 _ENTRY_MEMBERS = frozenset(
     {"id", "revision", "title", "content", "tags", "relatedAgentIds", "provenance", "createdAt", "updatedAt"}
 )
-_SNAPSHOT_FIELDS = ("title", "content", "tags", "relatedAgentIds", "provenance")
+_SNAPSHOT_FIELDS = tuple(member for member, _ in _SNAPSHOT_COLUMNS)
 
 
 def load_document(raw: bytes | str) -> dict[str, Any]:
