@@ -80,6 +80,7 @@ INSTALLED_APPS = [
     "authserver",
     "notebook",
     "mcp_endpoint",
+    "mycodex",
 ]
 
 MIDDLEWARE = [
@@ -169,6 +170,10 @@ if _public.scheme == "https":
 
 # Rate limits per client address: dynamic client registrations per hour, and sign-ins
 # that make the server fetch a new client's metadata document per 10 minutes.
+# The largest export file a person may upload at /codex/import/ (operators use
+# `manage.py codex_import` for larger ones). Uploads over FILE_UPLOAD_MAX_MEMORY_SIZE
+# (Django's 2.5 MB default) are spooled to a temporary file, not held in memory.
+CODEX_IMPORT_MAX_BYTES = envint("CODEX_IMPORT_MAX_BYTES", 32 * 1024 * 1024)
 CODEX_DCR_RATE_LIMIT = envint("CODEX_DCR_RATE_LIMIT", 20)
 CODEX_CIMD_RATE_LIMIT = envint("CODEX_CIMD_RATE_LIMIT", 30)
 # Client ID Metadata Documents on loopback addresses (a local client): debug only, and the

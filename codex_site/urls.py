@@ -11,6 +11,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
     path("account/clients/", include("authserver.urls")),
+    path("codex/", include("mycodex.urls")),
     # RFC 8414 metadata for issuer <base>/o: the path-suffixed form MCP clients try first,
     # and the root form. OIDC_ISS_ENDPOINT makes both report the same issuer.
     path(".well-known/oauth-authorization-server/o", OAuthServerMetadataView.as_view()),

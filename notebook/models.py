@@ -57,7 +57,11 @@ class Entry(models.Model):
     class Meta:
         verbose_name_plural = "entries"
         # Search walks a codex in id order; this index serves that walk.
-        indexes = [models.Index(fields=["codex", "id"], name="notebook_entry_codex_id")]
+        indexes = [
+            models.Index(fields=["codex", "id"], name="notebook_entry_codex_id"),
+            # The person's pages list a codex newest first with keyset paging on (updated_at, id).
+            models.Index(fields=["codex", "-updated_at", "-id"], name="notebook_entry_codex_recent"),
+        ]
         constraints = [
             models.CheckConstraint(condition=Q(revision__gte=1), name="notebook_entry_revision_positive"),
             models.CheckConstraint(

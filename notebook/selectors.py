@@ -1,11 +1,12 @@
 """Reads: get and search (contract 5)."""
 
+import datetime as dt
 import hashlib
 import uuid
 from dataclasses import dataclass
 
 from django.core import signing
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.db.models.functions import Substr
 
 from notebook.exceptions import InvalidArgument, NotFound
@@ -49,16 +50,22 @@ def _encode_cursor(codex: Codex, params: SearchParams, after: uuid.UUID) -> str:
     return signing.dumps({"a": str(after), "b": _cursor_binding(codex, params)}, salt=_CURSOR_SALT)
 
 
-def _decode_cursor(codex: Codex, params: SearchParams) -> uuid.UUID | None:
-    if params.cursor is None:
-        return None
+def _cursor_payload(codex: Codex, params: SearchParams, salt: str) -> dict:
+    """The signed payload of ``params.cursor``, checked to be bound to this codex and these filters."""
     try:
-        payload = signing.loads(params.cursor, salt=_CURSOR_SALT)
+        payload = signing.loads(params.cursor, salt=salt)
     except signing.BadSignature:
         raise InvalidArgument(_BAD_CURSOR) from None
     # A valid signature means we wrote this payload; still, check its shape.
     if not isinstance(payload, dict) or payload.get("b") != _cursor_binding(codex, params):
         raise InvalidArgument(_BAD_CURSOR)
+    return payload
+
+
+def _decode_cursor(codex: Codex, params: SearchParams) -> uuid.UUID | None:
+    if params.cursor is None:
+        return None
+    payload = _cursor_payload(codex, params, _CURSOR_SALT)
     try:
         return uuid.UUID(payload["a"])
     except (KeyError, TypeError, ValueError):
@@ -121,3 +128,69 @@ def entry_search(*, codex: Codex, params: SearchParams) -> SearchPage:
 
     next_cursor = _encode_cursor(codex, params, last.id) if has_more and last is not None else None
     return SearchPage(entries=entries, next_cursor=next_cursor, scanned=scanned, has_more=has_more)
+
+
+# --- Newest first, for the person's own pages (contract 9) -------------------------------
+# The tools page in id order; a person wants the latest notes first. Same candidates, same
+# matching, same filters; keyset paging on (updated_at, id) with a cursor of its own salt.
+
+_RECENT_CURSOR_SALT = "notebook.recent.cursor.v1"
+
+
+@dataclass(frozen=True)
+class RecentPage:
+    entries: list[Entry]
+    next_cursor: str | None
+    scanned: int
+
+
+def _decode_recent_cursor(codex: Codex, params: SearchParams) -> tuple[dt.datetime, uuid.UUID] | None:
+    if params.cursor is None:
+        return None
+    payload = _cursor_payload(codex, params, _RECENT_CURSOR_SALT)
+    try:
+        return dt.datetime.fromisoformat(payload["u"]), uuid.UUID(payload["a"])
+    except (KeyError, TypeError, ValueError):
+        raise InvalidArgument(_BAD_CURSOR) from None
+
+
+def entry_recent(*, codex: Codex, params: SearchParams, max_scanned: int = 10 * CANDIDATES_PER_PAGE) -> RecentPage:
+    """One page of the codex newest first (``updated_at`` descending, then id descending).
+
+    Filters and matching are the search tool's (same candidates, same ``_matches``).
+    Candidates are examined in batches of 100 until ``params.limit`` match or about
+    ``max_scanned`` were examined; ``next_cursor`` continues right after the last one
+    examined, so following it to the end visits every entry that matched throughout once.
+    """
+    after = _decode_recent_cursor(codex, params)
+    normalized_query = normalize_for_search(params.query)
+    newest_first = _candidates(codex, params, None).order_by("-updated_at", "-id")
+    entries: list[Entry] = []
+    scanned = 0
+    last: Entry | None = None
+    more = False
+    while len(entries) < params.limit and scanned < max_scanned:
+        candidates = newest_first
+        if after is not None:
+            moment, last_id = after
+            candidates = candidates.filter(Q(updated_at__lt=moment) | Q(updated_at=moment, id__lt=last_id))
+        batch = list(candidates[: CANDIDATES_PER_PAGE + 1])
+        position = -1  # index in ``batch`` of the last candidate examined
+        for index, candidate in enumerate(batch[:CANDIDATES_PER_PAGE]):
+            position = index
+            scanned += 1
+            last = candidate
+            if not params.query or _matches(candidate, normalized_query):
+                entries.append(candidate)
+                if len(entries) == params.limit:
+                    break
+        # More remain when the batch holds a candidate after the last one examined.
+        more = len(batch) > position + 1
+        if not more or last is None:
+            break
+        after = (last.updated_at, last.id)
+    next_cursor = None
+    if more and last is not None:
+        payload = {"u": last.updated_at.isoformat(), "a": str(last.id), "b": _cursor_binding(codex, params)}
+        next_cursor = signing.dumps(payload, salt=_RECENT_CURSOR_SALT)
+    return RecentPage(entries=entries, next_cursor=next_cursor, scanned=scanned)

@@ -133,3 +133,46 @@ def entry_update(*, codex: Codex, entry_id: uuid.UUID, expected_revision: int, d
     _drop_index(entry)
     _record(entry)
     return entry
+
+
+# How many entries one DELETE statement removes when a whole codex is cleared: bounded
+# batches keep memory flat however large the codex is (Django's delete collector loads
+# the rows it deletes).
+_DELETE_BATCH = 1_000
+
+
+def _delete_entries(entry_ids: list[uuid.UUID]) -> None:
+    """Remove entries and every row that hangs off them: revisions, tag and agent index
+    rows, and request keys (so a replayed save's request id no longer names the entry)."""
+    RequestKey.objects.filter(entry_id__in=entry_ids).delete()
+    EntryTag.objects.filter(entry_id__in=entry_ids).delete()
+    EntryRelatedAgent.objects.filter(entry_id__in=entry_ids).delete()
+    EntryRevision.objects.filter(entry_id__in=entry_ids).delete()
+    Entry.objects.filter(pk__in=entry_ids).delete()
+
+
+@transaction.atomic
+def entry_delete(*, codex: Codex, entry_id: uuid.UUID) -> None:
+    """Delete one entry of this codex with all its rows (contract 9); ``not_found`` if it
+    is missing or in another codex. The row lock makes a concurrent update wait and then
+    find nothing, rather than record a revision of a deleted entry."""
+    # select_for_update: a concurrent entry_update on this row waits for us.
+    entry = Entry.objects.select_for_update().filter(codex=codex, pk=entry_id).only("pk").first()
+    if entry is None:
+        raise NotFound(NOT_FOUND_MESSAGE)
+    _delete_entries([entry.pk])
+
+
+@transaction.atomic
+def codex_clear(*, codex: Codex) -> int:
+    """Delete every entry of this codex (with all their rows) and return how many.
+
+    The codex itself stays: it belongs to the person, and the next save uses it.
+    """
+    deleted = 0
+    while True:
+        batch = list(Entry.objects.filter(codex=codex).order_by("pk").values_list("pk", flat=True)[:_DELETE_BATCH])
+        if not batch:
+            return deleted
+        _delete_entries(batch)
+        deleted += len(batch)

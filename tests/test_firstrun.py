@@ -23,3 +23,4 @@ class FirstRunTest(TestCase):
             self.assertIn("/mcp", text)
             self.assertIn("npx @modelcontextprotocol/inspector", text)
             self.assertIn('"mcpServers"', text)
+            self.assertIn("/codex/", text)

@@ -38,6 +38,7 @@ class Command(BaseCommand):
 {account}
 Sign in:            {base}/accounts/login/   (admin: {base}/admin/)
 MCP endpoint:       {base}/mcp
+My codex:           {base}/codex/   (what your agents wrote: search, history, export, import, delete)
 Connected apps:     {base}/account/clients/
 
 Connect a client (it discovers OAuth, registers, and sends you here to approve):

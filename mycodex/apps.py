@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class MycodexConfig(AppConfig):
+    name = "mycodex"
+    verbose_name = "My codex (the person's own pages)"

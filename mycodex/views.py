@@ -1,0 +1,259 @@
+"""The signed-in person's own codex (contract 9): list and search, one entry with its
+history, export, import and delete. Thin: the reads are notebook selectors, the writes
+notebook services and notebook.transfer. Every query is scoped to ``request.user``'s codex;
+an entry id of another codex is a 404 exactly like an id that does not exist."""
+
+import json
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.handlers.asgi import ASGIRequest
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.shortcuts import redirect, render
+from django.template.defaultfilters import filesizeformat
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_http_methods
+
+from mycodex import history
+from mycodex.forms import CLEAR_PHRASE, ORDER_ID, ClearForm, ImportForm, SearchForm
+from notebook import selectors, services, transfer
+from notebook.exceptions import InvalidArgument, NotFound
+from notebook.models import Codex, Entry
+from notebook.representations import entry_summary_dict
+from notebook.validation import SearchParams, parse_search_params
+
+PAGE_SIZE = 20
+# Filtered pages in id order gather up to this many tool pages (100 candidates each), so a
+# rare match does not leave the person clicking through empty pages.
+ID_ORDER_MAX_TOOL_PAGES = 10
+STREAM_CHUNK_CHARS = 64 * 1024
+
+
+def _codex(request: HttpRequest) -> Codex | None:
+    """The person's codex if they have one; looking never creates it."""
+    return Codex.objects.filter(owner=request.user).select_related("owner").first()
+
+
+@dataclass
+class ListPage:
+    entries: list[dict[str, Any]]
+    next_cursor: str | None
+    scanned: int
+
+
+def _id_order_page(codex: Codex, params: SearchParams) -> ListPage:
+    """The tool's own search, page after page with its signed cursors, until the page is full."""
+    entries: list[Entry] = []
+    scanned = 0
+    cursor = params.cursor
+    for _ in range(ID_ORDER_MAX_TOOL_PAGES):
+        page = selectors.entry_search(
+            codex=codex,
+            params=SearchParams(params.query, params.tag, params.related_agent_id, PAGE_SIZE - len(entries), cursor),
+        )
+        entries.extend(page.entries)
+        scanned += page.scanned
+        cursor = page.next_cursor
+        if cursor is None or len(entries) >= PAGE_SIZE:
+            break
+    return ListPage([entry_summary_dict(e) for e in entries], cursor, scanned)
+
+
+@login_required
+@require_GET
+def codex_list(request: HttpRequest) -> HttpResponse:
+    form = SearchForm(request.GET)
+    codex = _codex(request)
+    context: dict[str, Any] = {"form": form, "page": None, "error": None, "mcp_url": settings.CODEX_RESOURCE_URL}
+    if codex is None or not Entry.objects.filter(codex=codex).exists():
+        context["empty_codex"] = True
+        return render(request, "mycodex/list.html", context)
+    if not form.is_valid():
+        context["error"] = " ".join(" ".join(errors) for errors in form.errors.values())
+        return render(request, "mycodex/list.html", context, status=400)
+    data = form.cleaned_data
+    order = data["order"] or "recent"
+    try:
+        params = parse_search_params(
+            query=data["q"],
+            tag=data["tag"] or None,
+            related_agent_id=data["agent"] or None,
+            limit=PAGE_SIZE,
+            cursor=request.GET.get("cursor") or None,
+        )
+        if order == ORDER_ID:
+            page = _id_order_page(codex, params)
+        else:
+            recent = selectors.entry_recent(codex=codex, params=params)
+            page = ListPage([entry_summary_dict(e) for e in recent.entries], recent.next_cursor, recent.scanned)
+    except InvalidArgument as error:
+        context["error"] = error.message
+        return render(request, "mycodex/list.html", context, status=400)
+    query = request.GET.copy()
+    query.pop("cursor", None)
+    if params.cursor is not None:
+        context["first_url"] = f"{reverse('mycodex:list')}?{query.urlencode()}"
+    if page.next_cursor:
+        query["cursor"] = page.next_cursor
+        context["next_url"] = f"{reverse('mycodex:list')}?{query.urlencode()}"
+    context.update(page=page, order=order, filtered=params.filtered)
+    return render(request, "mycodex/list.html", context)
+
+
+def _own_entry(request: HttpRequest, entry_id: uuid.UUID) -> tuple[Codex, Entry]:
+    codex = _codex(request)
+    if codex is None:
+        raise Http404(selectors.NOT_FOUND_MESSAGE)
+    try:
+        return codex, selectors.entry_get(codex=codex, entry_id=entry_id)
+    except NotFound:
+        raise Http404(selectors.NOT_FOUND_MESSAGE) from None
+
+
+def _int_param(request: HttpRequest, name: str) -> int | None:
+    value = request.GET.get(name, "")
+    return int(value) if value.isdigit() and len(value) < 17 else None
+
+
+@login_required
+@require_GET
+def entry_detail(request: HttpRequest, entry_id: uuid.UUID) -> HttpResponse:
+    _, entry = _own_entry(request, entry_id)
+    items = history.entry_history(entry)
+    older, newer = _int_param(request, "from"), _int_param(request, "to")
+    comparison = history.compare(entry, older, newer) if older is not None and newer is not None else None
+    context = {
+        "entry": entry,
+        "provenance_json": json.dumps(entry.provenance, indent=2, ensure_ascii=False)
+        if entry.provenance is not None
+        else None,
+        "history": items,
+        "revision_numbers": [item.revision.revision for item in items],
+        "compare_from": older,
+        "compare_to": newer,
+        # The form starts on "what the latest revision changed".
+        "select_from": older if older is not None else max(entry.revision - 1, 1),
+        "select_to": newer if newer is not None else entry.revision,
+        "comparison": comparison,
+    }
+    return render(request, "mycodex/entry.html", context)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def entry_delete(request: HttpRequest, entry_id: uuid.UUID) -> HttpResponse:
+    """GET asks for confirmation; POST (with its CSRF token) deletes."""
+    codex, entry = _own_entry(request, entry_id)
+    if request.method == "POST":
+        try:
+            services.entry_delete(codex=codex, entry_id=entry.id)
+        except NotFound:
+            raise Http404(selectors.NOT_FOUND_MESSAGE) from None
+        revisions = f"{entry.revision} revision{'s' if entry.revision != 1 else ''}"
+        messages.success(request, f"Deleted “{entry.title or 'Untitled note'}” and its {revisions}.")
+        return redirect("mycodex:list")
+    return render(request, "mycodex/delete.html", {"entry": entry})
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def clear_codex(request: HttpRequest) -> HttpResponse:
+    codex = _codex(request)
+    count = Entry.objects.filter(codex=codex).count() if codex is not None else 0
+    form = ClearForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        deleted = services.codex_clear(codex=codex) if codex is not None else 0
+        messages.success(request, f"Deleted all {deleted} entries of your codex.")
+        return redirect("mycodex:list")
+    status = 400 if request.method == "POST" else 200
+    return render(request, "mycodex/clear.html", {"form": form, "count": count, "phrase": CLEAR_PHRASE}, status=status)
+
+
+def _stream(request: HttpRequest, chunks: Iterator[str]) -> Iterator[bytes] | AsyncIterator[bytes]:
+    """Serve ``chunks`` as they are produced, in blocks of about 64 KiB.
+
+    Under ASGI (uvicorn) Django consumes a *sync* iterator into a list before sending it,
+    which would hold the whole export in memory; so there the blocks come from an async
+    iterator that pulls each one in the request's sync thread (where the ORM runs).
+    """
+
+    def blocks() -> Iterator[bytes]:
+        buffer: list[str] = []
+        size = 0
+        for chunk in chunks:
+            buffer.append(chunk)
+            size += len(chunk)
+            if size >= STREAM_CHUNK_CHARS:
+                yield "".join(buffer).encode("utf-8")
+                buffer, size = [], 0
+        if buffer:
+            yield "".join(buffer).encode("utf-8")
+
+    if not isinstance(request, ASGIRequest):
+        return blocks()
+
+    sync_blocks = blocks()
+
+    async def async_blocks() -> AsyncIterator[bytes]:
+        while True:
+            block = await sync_to_async(next)(sync_blocks, None)
+            if block is None:
+                return
+            yield block
+
+    return async_blocks()
+
+
+def _download(request: HttpRequest, chunks: Iterator[str], content_type: str, suffix: str) -> StreamingHttpResponse:
+    response = StreamingHttpResponse(_stream(request, chunks), content_type=content_type)
+    stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
+    response["Content-Disposition"] = f'attachment; filename="codex-{request.user.get_username()}-{stamp}.{suffix}"'
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+@login_required
+@require_GET
+def export_json(request: HttpRequest) -> StreamingHttpResponse:
+    codex = services.codex_for_user(user=request.user)
+    return _download(request, transfer.export_json_chunks(codex=codex), "application/json", "json")
+
+
+@login_required
+@require_GET
+def export_markdown(request: HttpRequest) -> StreamingHttpResponse:
+    codex = services.codex_for_user(user=request.user)
+    return _download(request, transfer.export_markdown_chunks(codex=codex), "text/markdown; charset=utf-8", "md")
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def import_codex(request: HttpRequest) -> HttpResponse:
+    limit = settings.CODEX_IMPORT_MAX_BYTES
+    context: dict[str, Any] = {"limit": filesizeformat(limit), "report": None, "refused_file": None}
+    # Refuse an oversized upload from its declared length, before Django reads the body.
+    declared = request.META.get("CONTENT_LENGTH") or "0"
+    if request.method == "POST" and declared.isdigit() and int(declared) > limit + 64 * 1024:
+        context["form"] = ImportForm()
+        context["refused_file"] = f"The upload is larger than the limit of {filesizeformat(limit)}."
+        return render(request, "mycodex/import.html", context, status=413)
+    form = ImportForm(request.POST or None, request.FILES or None)
+    context["form"] = form
+    if request.method == "POST" and form.is_valid():
+        try:
+            document = transfer.load_document(form.cleaned_data["file"].read())
+        except transfer.ImportRefused as error:
+            context["refused_file"] = str(error)
+            return render(request, "mycodex/import.html", context, status=400)
+        report = transfer.codex_import(codex=services.codex_for_user(user=request.user), document=document)
+        context["report"] = report
+        return render(request, "mycodex/import.html", context, status=200 if report.applied else 400)
+    status = 400 if request.method == "POST" else 200
+    return render(request, "mycodex/import.html", context, status=status)

@@ -1,0 +1,338 @@
+"""A person's codex in and out as one JSON document (contract 9; format in docs/data.md).
+
+Export streams: entries are read in keyset batches by id with their revisions, and each
+entry is serialized as it is reached, so memory stays flat for any codex size. Import is
+validated entry by entry with the tools' own rules first, and written only if every entry
+passed, in one transaction: all or nothing, with a report of what was refused and why.
+"""
+
+import datetime as dt
+import hashlib
+import json
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from notebook.exceptions import InvalidArgument
+from notebook.models import Codex, Entry, EntryRelatedAgent, EntryRevision, EntryTag
+from notebook.representations import entry_dict, rfc3339_ms
+from notebook.services import _apply  # the one place entry fields and search columns are derived
+from notebook.limits import MAX_SAFE_INTEGER
+from notebook.validation import EntryInput, parse_entry_id, parse_entry_input
+
+EXPORT_FORMAT = "agent-codex-export"
+EXPORT_VERSION = 1
+EXPORT_BATCH = 500
+# Refused entries listed in a report; the count is always exact.
+REPORT_MAX_REFUSALS = 100
+
+Progress = Callable[[int], None]
+
+
+# A snapshot's members in the export, in the Entry's order, with the column each comes from.
+_SNAPSHOT_COLUMNS = (
+    ("title", "title"),
+    ("content", "content"),
+    ("tags", "tags"),
+    ("relatedAgentIds", "related_agent_ids"),
+    ("provenance", "provenance"),
+)
+
+
+def _revision_dict(revision: EntryRevision) -> dict[str, Any]:
+    """A snapshot in the Entry's shape: ``title`` and ``provenance`` only when set (the
+    list columns are never null), plus ``revision`` and ``recordedAt``."""
+    data: dict[str, Any] = {"revision": revision.revision}
+    for member, column in _SNAPSHOT_COLUMNS:
+        value = getattr(revision, column)
+        if value is not None:
+            data[member] = value
+    data["recordedAt"] = rfc3339_ms(revision.recorded_at)
+    return data
+
+
+def export_entries(*, codex: Codex, batch_size: int = EXPORT_BATCH) -> Iterator[dict[str, Any]]:
+    """Every entry of the codex as its export object (the tool's Entry plus ``revisions``,
+    oldest first), in id order, reading ``batch_size`` entries per query."""
+    after: uuid.UUID | None = None
+    while True:
+        page = Entry.objects.filter(codex=codex).order_by("id")
+        if after is not None:
+            page = page.filter(id__gt=after)
+        batch = list(page[:batch_size])
+        if not batch:
+            return
+        revisions: dict[uuid.UUID, list[dict[str, Any]]] = {entry.id: [] for entry in batch}
+        for revision in EntryRevision.objects.filter(entry_id__in=revisions).order_by("entry_id", "revision"):
+            revisions[revision.entry_id].append(_revision_dict(revision))
+        for entry in batch:
+            data = entry_dict(entry)
+            data["revisions"] = revisions[entry.id]
+            yield data
+        after = batch[-1].id
+
+
+def export_json_chunks(*, codex: Codex, progress: Progress | None = None) -> Iterator[str]:
+    """The export document as text chunks: a header, then one line per entry.
+
+    One entry per line keeps the file readable with line tools; it is still one JSON document.
+    """
+    header = {
+        "format": EXPORT_FORMAT,
+        "version": EXPORT_VERSION,
+        "exportedAt": rfc3339_ms(timezone.now()),
+        "owner": codex.owner.get_username(),
+    }
+    yield json.dumps(header, ensure_ascii=False)[:-1] + ', "entries": ['
+    for count, data in enumerate(export_entries(codex=codex), start=1):
+        yield ("\n" if count == 1 else ",\n") + json.dumps(data, ensure_ascii=False)
+        if progress is not None:
+            progress(count)
+    yield "\n]}\n"
+
+
+def export_markdown_chunks(*, codex: Codex) -> Iterator[str]:
+    """The current state of every entry as one Markdown file (readable, not importable)."""
+    yield f"# Codex of {codex.owner.get_username()}\n\nExported {rfc3339_ms(timezone.now())}.\n"
+    for data in export_entries(codex=codex):
+        title = data.get("title") or "Untitled note"
+        lines = [f"\n## {title}\n", f"- id: `{data['id']}`", f"- revision: {data['revision']}"]
+        lines.append(f"- updated: {data['updatedAt']} (created {data['createdAt']})")
+        if data["tags"]:
+            lines.append("- tags: " + ", ".join(f"`{tag}`" for tag in data["tags"]))
+        if data["relatedAgentIds"]:
+            lines.append("- related agents: " + ", ".join(f"`{agent}`" for agent in data["relatedAgentIds"]))
+        # A fence longer than any backtick run in the content keeps the content verbatim.
+        fence = "`" * max(3, _longest_backtick_run(data["content"]) + 1)
+        lines.append(f"\n{fence}text\n{data['content']}\n{fence}\n")
+        yield "\n".join(lines)
+
+
+def _longest_backtick_run(text: str) -> int:
+    longest = current = 0
+    for ch in text:
+        current = current + 1 if ch == "`" else 0
+        longest = max(longest, current)
+    return longest
+
+
+# --- Import -------------------------------------------------------------------------------
+
+
+class ImportRefused(Exception):
+    """The file as a whole is not an export this server can read (nothing was written)."""
+
+
+@dataclass
+class Refusal:
+    index: int  # position in the file's "entries", from 0
+    entry_id: str  # as written in the file ("" when missing)
+    reason: str
+
+
+@dataclass
+class ImportReport:
+    """What an import did. When ``refused`` is not empty nothing was written."""
+
+    total: int = 0
+    created: int = 0
+    already_present: int = 0
+    renumbered: int = 0  # created under a new id because the file's id is in use elsewhere
+    refused: list[Refusal] = field(default_factory=list)
+    refused_count: int = 0
+
+    @property
+    def applied(self) -> bool:
+        return self.refused_count == 0
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    revision: int
+    data: EntryInput
+    recorded_at: dt.datetime
+
+
+@dataclass(frozen=True)
+class _ImportedEntry:
+    entry_id: uuid.UUID
+    revision: int
+    data: EntryInput
+    created_at: dt.datetime
+    updated_at: dt.datetime
+    snapshots: tuple[_Snapshot, ...]
+
+
+_ENTRY_MEMBERS = frozenset(
+    {"id", "revision", "title", "content", "tags", "relatedAgentIds", "provenance", "createdAt", "updatedAt"}
+)
+_SNAPSHOT_FIELDS = tuple(member for member, _ in _SNAPSHOT_COLUMNS)
+
+
+def load_document(raw: bytes | str) -> dict[str, Any]:
+    """Parse an export file and check its envelope; ``ImportRefused`` says what is wrong."""
+    try:
+        document = json.loads(raw)
+    except (UnicodeDecodeError, ValueError) as error:
+        raise ImportRefused(f"the file is not JSON ({error})") from None
+    if not isinstance(document, dict) or document.get("format") != EXPORT_FORMAT:
+        raise ImportRefused(f'the file is not an Agent Codex export (no "format": "{EXPORT_FORMAT}")')
+    if document.get("version") != EXPORT_VERSION:
+        raise ImportRefused(f"export version {document.get('version')!r} is not supported (this server reads 1)")
+    if not isinstance(document.get("entries"), list):
+        raise ImportRefused('the file has no "entries" array')
+    return document
+
+
+def _moment(value: Any, path: str) -> dt.datetime:
+    if not isinstance(value, str):
+        raise InvalidArgument(f"{path} must be an RFC 3339 time string")
+    try:
+        moment = dt.datetime.fromisoformat(value)
+    except ValueError:
+        raise InvalidArgument(f"{path} is not an RFC 3339 time") from None
+    if moment.tzinfo is None:
+        raise InvalidArgument(f"{path} must carry a time zone (e.g. Z)")
+    moment = moment.astimezone(dt.UTC)
+    return moment.replace(microsecond=moment.microsecond // 1000 * 1000)
+
+
+def _revision_number(value: Any, path: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SAFE_INTEGER:
+        raise InvalidArgument(f"{path} must be an integer from 1 to {MAX_SAFE_INTEGER}")
+    return value
+
+
+def _entry_input(raw: dict[str, Any], path: str) -> EntryInput:
+    """The tools' own entry rules (contract 3), with the path of this entry in the message."""
+    try:
+        return parse_entry_input({name: raw[name] for name in _SNAPSHOT_FIELDS if name in raw})
+    except InvalidArgument as error:
+        raise InvalidArgument(error.message.replace("entry.", f"{path}.", 1)) from None
+
+
+def _parse_entry(raw: Any) -> _ImportedEntry:
+    if not isinstance(raw, dict):
+        raise InvalidArgument("the entry must be an object")
+    unknown = sorted(set(raw) - _ENTRY_MEMBERS - {"revisions"})
+    if unknown:
+        raise InvalidArgument(f"unknown member {unknown[0]!r}")
+    entry_id = parse_entry_id(raw.get("id"))
+    revision = _revision_number(raw.get("revision"), "revision")
+    data = _entry_input(raw, "entry")
+    created_at = _moment(raw.get("createdAt"), "createdAt")
+    updated_at = _moment(raw.get("updatedAt"), "updatedAt")
+    if updated_at < created_at:
+        raise InvalidArgument("updatedAt is earlier than createdAt")
+
+    raw_revisions = raw.get("revisions")
+    if not isinstance(raw_revisions, list) or not raw_revisions:
+        raise InvalidArgument("revisions must be a non-empty array of snapshots")
+    snapshots = []
+    seen: set[int] = set()
+    for index, snapshot in enumerate(raw_revisions):
+        path = f"revisions[{index}]"
+        if not isinstance(snapshot, dict):
+            raise InvalidArgument(f"{path} must be an object")
+        extra = sorted(set(snapshot) - set(_SNAPSHOT_FIELDS) - {"revision", "recordedAt"})
+        if extra:
+            raise InvalidArgument(f"{path} has unknown member {extra[0]!r}")
+        number = _revision_number(snapshot.get("revision"), f"{path}.revision")
+        if number in seen or number > revision:
+            raise InvalidArgument(f"{path}.revision {number} repeats or is above the entry's revision {revision}")
+        seen.add(number)
+        snapshots.append(
+            _Snapshot(number, _entry_input(snapshot, path), _moment(snapshot.get("recordedAt"), f"{path}.recordedAt"))
+        )
+    if revision not in seen:
+        raise InvalidArgument(f"revisions has no snapshot of the current revision {revision}")
+    return _ImportedEntry(entry_id, revision, data, created_at, updated_at, tuple(snapshots))
+
+
+def _free_id(codex: Codex, wanted: uuid.UUID) -> tuple[uuid.UUID, bool]:
+    """The id the entry gets in this codex, and whether it is already there.
+
+    The file's id when it is free or already this codex's; otherwise (it belongs to another
+    codex) an id derived from this codex and the file's id, so that importing the same
+    file again finds the same entry. Nothing of the other codex is read or changed.
+    """
+    candidate = wanted
+    for attempt in range(100):
+        owner = Entry.objects.filter(pk=candidate).values_list("codex_id", flat=True).first()
+        if owner is None:
+            return candidate, False
+        if owner == codex.pk:
+            return candidate, True
+        digest = hashlib.sha256(f"agent-codex-import:{codex.pk}:{wanted}:{attempt}".encode()).digest()
+        candidate = uuid.UUID(bytes=digest[:16], version=4)
+    raise InvalidArgument("no free id could be found for this entry")  # pragma: no cover
+
+
+def _create(codex: Codex, entry_id: uuid.UUID, item: _ImportedEntry) -> None:
+    entry = Entry(
+        id=entry_id, codex=codex, revision=item.revision, created_at=item.created_at, updated_at=item.updated_at
+    )
+    _apply(entry, item.data)
+    entry.save(force_insert=True)
+    EntryRevision.objects.bulk_create(
+        EntryRevision(
+            entry=entry,
+            revision=snapshot.revision,
+            title=snapshot.data.title,
+            content=snapshot.data.content,
+            tags=list(snapshot.data.tags),
+            related_agent_ids=list(snapshot.data.related_agent_ids),
+            provenance=snapshot.data.provenance,
+            recorded_at=snapshot.recorded_at,
+        )
+        for snapshot in item.snapshots
+    )
+    EntryTag.objects.bulk_create(EntryTag(codex=codex, entry=entry, value=value) for value in item.data.tags)
+    EntryRelatedAgent.objects.bulk_create(
+        EntryRelatedAgent(codex=codex, entry=entry, value=value) for value in item.data.related_agent_ids
+    )
+
+
+def codex_import(*, codex: Codex, document: dict[str, Any], progress: Progress | None = None) -> ImportReport:
+    """Import an export document (from ``load_document``) into ``codex``.
+
+    Every entry is checked first with the tools' rules; if any is refused, nothing is
+    written and the report lists why. Otherwise, in one transaction, each entry is created
+    with its revisions unless it is already in this codex (so importing a file twice
+    creates nothing new). Request keys are not part of an export.
+    """
+    raw_entries = document["entries"]
+    report = ImportReport(total=len(raw_entries))
+    parsed: list[_ImportedEntry] = []
+    seen_ids: set[uuid.UUID] = set()
+    for index, raw in enumerate(raw_entries):
+        try:
+            item = _parse_entry(raw)
+            if item.entry_id in seen_ids:
+                raise InvalidArgument("the same id appears earlier in the file")
+            seen_ids.add(item.entry_id)
+            parsed.append(item)
+        except InvalidArgument as error:
+            report.refused_count += 1
+            if len(report.refused) < REPORT_MAX_REFUSALS:
+                raw_id = raw.get("id") if isinstance(raw, dict) else None
+                report.refused.append(Refusal(index, raw_id if isinstance(raw_id, str) else "", error.message))
+    if report.refused_count:
+        return report
+
+    with transaction.atomic():
+        for done, item in enumerate(parsed, start=1):
+            entry_id, present = _free_id(codex, item.entry_id)
+            if present:
+                report.already_present += 1
+            else:
+                _create(codex, entry_id, item)
+                report.created += 1
+                report.renumbered += entry_id != item.entry_id
+            if progress is not None:
+                progress(done)
+    return report

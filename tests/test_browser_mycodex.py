@@ -1,0 +1,144 @@
+"""My codex in a real headless Chromium over uvicorn: sign in, search, read an entry with its
+history, export (a real download, streamed through ASGI), delete, and import the export back.
+Screenshots of each page land in var/screenshots/mycodex-*.png."""
+
+import json
+import tempfile
+import time
+from pathlib import Path
+
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions
+from selenium.webdriver.support.ui import WebDriverWait
+
+from notebook import services
+from notebook.models import Entry
+from notebook.validation import parse_entry_input
+from tests.browser import headless_chromium, screenshot_dir
+from tests.live import LiveServerTestCase
+
+
+class BrowserMyCodexTests(LiveServerTestCase):
+    def setUp(self) -> None:
+        self.web = headless_chromium()
+        self.addCleanup(self.web.quit)
+        self.downloads = Path(tempfile.mkdtemp())
+        self.web.execute_cdp_cmd("Page.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(self.downloads)})
+        self.alice = self.make_user("alice")
+        self.codex = services.codex_for_user(user=self.alice)
+
+    def save(self, request_id: str, **entry) -> Entry:
+        return services.entry_save(codex=self.codex, request_id=request_id, data=parse_entry_input(entry))
+
+    def shot(self, name: str) -> None:
+        """The whole page: the window grows to the document's height for the picture."""
+        height = self.web.execute_script("return document.documentElement.scrollHeight")
+        self.web.set_window_size(1100, min(height + 140, 4000))
+        self.web.save_screenshot(str(screenshot_dir() / f"mycodex-{name}.png"))
+        self.web.set_window_size(1100, 900)
+
+    def wait(self):
+        return WebDriverWait(self.web, 15)
+
+    def sign_in(self, next_path: str = "/codex/") -> None:
+        self.web.get(self.live.base_url + next_path)
+        self.wait().until(expected_conditions.url_contains("/accounts/login/"))
+        self.web.find_element(By.ID, "id_username").send_keys("alice")
+        self.web.find_element(By.ID, "id_password").send_keys("alice-password")
+        self.web.find_element(By.CSS_SELECTOR, "button[type=submit].primary").click()
+        self.wait().until(expected_conditions.presence_of_element_located((By.TAG_NAME, "h1")))
+
+    def test_an_empty_codex_says_how_to_connect_an_agent(self) -> None:
+        self.sign_in()
+        self.assertIn("no agent has written a note yet", self.web.find_element(By.TAG_NAME, "main").text)
+        self.assertIn(self.mcp_url, self.web.find_element(By.TAG_NAME, "main").text)
+        self.shot("empty")
+
+    def test_a_person_searches_reads_exports_deletes_and_imports_back(self) -> None:
+        plan = self.save(
+            "r1",
+            title="Launch plan",
+            content="Step one: <script>alert('x')</script>\nStep two: check the Straße signs.",
+            tags=["launch", "q3"],
+            relatedAgentIds=["planner-agent"],
+            provenance={"source": "chat", "turn": 12},
+        )
+        services.entry_update(
+            codex=self.codex,
+            entry_id=plan.id,
+            expected_revision=1,
+            data=parse_entry_input(
+                {
+                    "title": "Launch plan",
+                    "content": "Step one: <script>alert('x')</script>\nStep two: done.\nStep three: rollback drill.",
+                    "tags": ["launch", "q3"],
+                    "relatedAgentIds": ["planner-agent"],
+                }
+            ),
+        )
+        self.save("r2", title="Groceries", content="Milk, eggs, STRASSE bread", tags=["home"])
+        self.save("r3", content="An untitled thought about fish.")
+
+        # Sign in straight into My codex: newest first.
+        self.sign_in()
+        self.assertEqual(self.web.find_element(By.TAG_NAME, "h1").text, "My codex")
+        titles = [h.text for h in self.web.find_elements(By.CSS_SELECTOR, "ol.entries h2")]
+        self.assertEqual(titles, ["Untitled note", "Groceries", "Launch plan"])
+        self.shot("list")
+
+        # Search: NFKC + casefold, as the tool does.
+        box = self.web.find_element(By.ID, "id_q")
+        box.send_keys("strasse")
+        self.web.find_element(By.CSS_SELECTOR, "form[role=search] button[type=submit]").click()
+        self.wait().until(expected_conditions.url_contains("q=strasse"))
+        titles = [h.text for h in self.web.find_elements(By.CSS_SELECTOR, "ol.entries h2")]
+        self.assertEqual(titles, ["Groceries"])
+        self.shot("search")
+
+        # Open an entry: content as text, history with a diff.
+        self.web.get(self.live.base_url + "/codex/?tag=launch")
+        self.web.find_element(By.LINK_TEXT, "Launch plan").click()
+        self.wait().until(expected_conditions.url_contains(f"/codex/entries/{plan.id}/"))
+        self.assertIn("<script>alert('x')</script>", self.web.find_element(By.ID, "content").text)
+        self.assertEqual(len(self.web.find_elements(By.CSS_SELECTOR, "section.revision")), 2)
+        added = [e.text for e in self.web.find_elements(By.CSS_SELECTOR, ".diff .add")]
+        self.assertIn("+Step three: rollback drill.", added)
+        self.shot("entry")
+
+        # Export: a real download streamed over uvicorn.
+        self.web.get(self.live.base_url + "/codex/")
+        self.web.find_element(By.LINK_TEXT, "Export everything as JSON").click()
+        exported = self.wait_for_download("*.json")
+        document = json.loads(exported.read_text())
+        self.assertEqual(document["format"], "agent-codex-export")
+        self.assertEqual(len(document["entries"]), 3)
+
+        # Delete one entry after confirming.
+        self.web.get(self.live.base_url + f"/codex/entries/{plan.id}/")
+        self.web.find_element(By.LINK_TEXT, "Delete this entry").click()
+        self.wait().until(expected_conditions.url_contains("/delete/"))
+        self.shot("delete-confirm")
+        self.web.find_element(By.CSS_SELECTOR, "button.danger").click()
+        status = self.wait().until(expected_conditions.presence_of_element_located((By.CSS_SELECTOR, "[role=status]")))
+        self.assertIn("Deleted “Launch plan”", status.text)
+        self.assertFalse(Entry.objects.filter(pk=plan.id).exists())
+        self.shot("after-delete")
+
+        # Import the export back: the deleted entry returns, the others are already there.
+        self.web.get(self.live.base_url + "/codex/import/")
+        self.assertIn("32.0 MB", self.web.find_element(By.TAG_NAME, "main").text)
+        self.web.find_element(By.ID, "id_file").send_keys(str(exported))
+        self.web.find_element(By.CSS_SELECTOR, "button.primary[type=submit]").click()
+        status = self.wait().until(expected_conditions.presence_of_element_located((By.CSS_SELECTOR, "[role=status]")))
+        self.assertIn("Imported 1 of 3 entries. 2 were already in your codex", status.text)
+        self.shot("import")
+        self.assertEqual(Entry.objects.get(pk=plan.id).revision, 2)
+
+    def wait_for_download(self, pattern: str) -> Path:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            done = [p for p in self.downloads.glob(pattern) if not p.name.endswith(".crdownload")]
+            if done:
+                return done[0]
+            time.sleep(0.1)
+        self.fail(f"no download matching {pattern} in {self.downloads}")
