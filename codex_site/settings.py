@@ -88,6 +88,17 @@ ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", [_public.hostname or "127.0.0.1", "127.
 CODEX_ALLOWED_ORIGINS = envlist("CODEX_ALLOWED_ORIGINS", [CODEX_PUBLIC_URL])
 CSRF_TRUSTED_ORIGINS = [CODEX_PUBLIC_URL]
 
+# CORS (django-cors-headers) for the OAuth endpoints a browser-based MCP client calls:
+# token, registration, revocation and the authorization-server metadata. Never the
+# sign-in, consent or admin pages. Which origins: CODEX_ALLOWED_ORIGINS, matched by
+# codex_site.origins (through authserver.cors), the same rule /mcp uses.
+CORS_URLS_REGEX = r"^/(o/(token|revoke_token)/|o/register/([^/]+/)?|(o/)?\.well-known/oauth-authorization-server(/o)?/?)$"
+CORS_ALLOWED_ORIGINS: list[str] = []
+CORS_ALLOW_HEADERS = ("accept", "authorization", "content-type", "mcp-protocol-version")
+CORS_ALLOW_METHODS = ("GET", "POST", "PUT", "DELETE", "OPTIONS")
+CORS_EXPOSE_HEADERS = ("WWW-Authenticate", "Retry-After")
+CORS_PREFLIGHT_MAX_AGE = 600
+
 INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",
@@ -95,6 +106,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "corsheaders",
     "oauth2_provider",
     "authserver",
     "notebook",
@@ -104,6 +116,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    # Before CommonMiddleware, so that preflights are answered before anything else runs.
+    "corsheaders.middleware.CorsMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
