@@ -92,7 +92,9 @@ CSRF_TRUSTED_ORIGINS = [CODEX_PUBLIC_URL]
 # token, registration, revocation and the authorization-server metadata. Never the
 # sign-in, consent or admin pages. Which origins: CODEX_ALLOWED_ORIGINS, matched by
 # codex_site.origins (through authserver.cors), the same rule /mcp uses.
-CORS_URLS_REGEX = r"^/(o/(token|revoke_token)/|o/register/([^/]+/)?|(o/)?\.well-known/oauth-authorization-server(/o)?/?)$"
+CORS_URLS_REGEX = (
+    r"^/(o/(token|revoke_token)/|o/register/([^/]+/)?|(o/)?\.well-known/oauth-authorization-server(/o)?/?)$"
+)
 CORS_ALLOWED_ORIGINS: list[str] = []
 CORS_ALLOW_HEADERS = ("accept", "authorization", "content-type", "mcp-protocol-version")
 CORS_ALLOW_METHODS = ("GET", "POST", "PUT", "DELETE", "OPTIONS")

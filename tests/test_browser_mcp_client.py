@@ -26,7 +26,7 @@ PAGE = (Path(__file__).parent / "pages" / "browser_client.html").read_bytes()
 
 
 class _PageHandler(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+    def do_GET(self) -> None:
         if self.path.split("?")[0] != "/client.html":
             self.send_error(404)
             return
