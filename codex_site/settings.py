@@ -89,11 +89,13 @@ CODEX_ALLOWED_ORIGINS = envlist("CODEX_ALLOWED_ORIGINS", [CODEX_PUBLIC_URL])
 CSRF_TRUSTED_ORIGINS = [CODEX_PUBLIC_URL]
 
 # CORS (django-cors-headers) for the OAuth endpoints a browser-based MCP client calls:
-# token, registration, revocation and the authorization-server metadata. Never the
-# sign-in, consent or admin pages. Which origins: CODEX_ALLOWED_ORIGINS, matched by
+# token, registration, revocation and the authorization-server metadata (plus the OpenID
+# discovery URLs clients probe, so that a page can read their 404). Never the sign-in,
+# consent or admin pages. Which origins: CODEX_ALLOWED_ORIGINS, matched by
 # codex_site.origins (through authserver.cors), the same rule /mcp uses.
 CORS_URLS_REGEX = (
-    r"^/(o/(token|revoke_token)/|o/register/([^/]+/)?|(o/)?\.well-known/oauth-authorization-server(/o)?/?)$"
+    r"^/(o/(token|revoke_token)/|o/register/([^/]+/)?"
+    r"|(o/)?\.well-known/(oauth-authorization-server|openid-configuration)(/o)?/?)$"
 )
 CORS_ALLOWED_ORIGINS: list[str] = []
 CORS_ALLOW_HEADERS = ("accept", "authorization", "content-type", "mcp-protocol-version")
