@@ -12,7 +12,7 @@ import ipaddress
 from urllib.parse import urlsplit
 
 from django.conf import settings
-from oauth2_provider.cimd import SafeMetadataFetcher
+from oauth2_provider.cimd import SafeMetadataFetcher, is_cimd_client_id
 
 
 def _is_loopback(host: str | None) -> bool:
@@ -24,6 +24,26 @@ def _is_loopback(host: str | None) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def refusal_hint(client_id: str) -> str | None:
+    """Why a metadata document on a loopback address was refused, for the error page.
+
+    DOT's fetcher refuses such addresses without saying so (the person sees only
+    "Invalid client_id parameter value"); a developer running a client locally against
+    a server with debug off needs to know which setting decides.
+    """
+    if settings.CODEX_CIMD_ALLOW_LOOPBACK or not is_cimd_client_id(client_id):
+        return None
+    if not _is_loopback(urlsplit(client_id).hostname):
+        return None
+    return (
+        "This application's client ID is a metadata document on a loopback address "
+        f"({urlsplit(client_id).netloc}). This server fetches metadata documents only from public "
+        "addresses, except in development (DJANGO_DEBUG=1, or CODEX_CIMD_ALLOW_LOOPBACK=1, which must "
+        "never be on in production). Serve the document from a public HTTPS address, or register "
+        "the application with Dynamic Client Registration instead."
+    )
 
 
 class CodexMetadataFetcher(SafeMetadataFetcher):

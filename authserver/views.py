@@ -14,6 +14,7 @@ from oauth2_provider.models import get_application_model
 from oauth2_provider.views import AuthorizationView
 from oauth2_provider.views.dynamic_client_registration import DynamicClientRegistrationView
 
+from authserver.cimd import refusal_hint
 from authserver.ratelimit import allow, client_address
 
 
@@ -62,6 +63,13 @@ class CodexAuthorizationView(AuthorizationView):
 
     def redirect(self, redirect_to: str, application: Any) -> HttpResponse:
         return super().redirect(_with_iss(redirect_to), application)
+
+    def error_response(self, error: Any, application: Any, **kwargs: Any) -> HttpResponse:
+        response = super().error_response(error, application, **kwargs)
+        hint = refusal_hint(self.request.GET.get("client_id", ""))
+        if hint and getattr(response, "context_data", None) is not None:
+            response.context_data["hint"] = hint  # a TemplateResponse, rendered after this
+        return response
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         context = super().get_context_data(**kwargs)

@@ -68,6 +68,21 @@ _public = urlsplit(CODEX_PUBLIC_URL)
 
 ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", [_public.hostname or "127.0.0.1", "127.0.0.1", "localhost", "[::1]"])
 
+# CORS (django-cors-headers) for the OAuth endpoints a browser-based MCP client calls:
+# token, registration, revocation and the authorization-server metadata (plus the OpenID
+# discovery URLs clients probe, so that a page can read their 404). Never the sign-in,
+# consent or admin pages. Which origins: CODEX_ALLOWED_ORIGINS, matched by
+# codex_site.origins (through authserver.cors), the same rule /mcp uses.
+CORS_URLS_REGEX = (
+    r"^/(o/(token|revoke_token)/|o/register/([^/]+/)?"
+    r"|(o/)?\.well-known/(oauth-authorization-server|openid-configuration)(/o)?/?)$"
+)
+CORS_ALLOWED_ORIGINS: list[str] = []
+CORS_ALLOW_HEADERS = ("accept", "authorization", "content-type", "mcp-protocol-version")
+CORS_ALLOW_METHODS = ("GET", "POST", "PUT", "DELETE", "OPTIONS")
+CORS_EXPOSE_HEADERS = ("WWW-Authenticate", "Retry-After")
+CORS_PREFLIGHT_MAX_AGE = 600
+
 INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",
@@ -75,6 +90,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "corsheaders",
     "oauth2_provider",
     "codex_site",
     "authserver",
@@ -86,6 +102,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    # Before CommonMiddleware, so that preflights are answered before anything else runs.
+    "corsheaders.middleware.CorsMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",

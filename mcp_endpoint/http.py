@@ -1,9 +1,11 @@
 """The HTTP face of the MCP endpoint: request guards, bearer-token checks, and the
 RFC 9728 protected-resource metadata. ``codex_site.asgi`` routes to ``mcp_http_app``.
 
-Order of the guards on /mcp: Host (421), Origin (403), body size (413, before any
-parsing), bearer token (401), tool scopes (403 ``insufficient_scope``); only then
-does the SDK's stateless Streamable HTTP transport see the request.
+Order of the guards on /mcp: CORS preflight (``mcp_endpoint.cors``: answered for allowed
+origins, 403 for others, no token needed), Host (421), Origin (403), body size (413,
+before any parsing), bearer token (401), tool scopes (403 ``insufficient_scope``),
+protocol version (400, ``mcp_endpoint.versions``); only then does the SDK's stateless
+Streamable HTTP transport see the request.
 """
 
 import json
@@ -18,14 +20,17 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Message, Receive, Scope, Send
 
-from mcp_endpoint import auth
+from codex_site.origins import origin_allowed
+from mcp_endpoint import auth, versions
 from mcp_endpoint.auth import ALL_SCOPES
 from mcp_endpoint.boundary import run_sync
+from mcp_endpoint.cors import OriginGuardingCORSMiddleware
 from mcp_endpoint.server import create_server
 from mcp_endpoint.tools import scopes_for
 from notebook.limits import MAX_BODY_BYTES
@@ -115,7 +120,7 @@ def _called_tools(headers: Headers, body: bytes) -> list[str]:
 
 
 def _origin_allowed(origin: str) -> bool:
-    return origin in settings.CODEX_ALLOWED_ORIGINS
+    return origin_allowed(origin)  # localhost, 127.0.0.1 and [::1] on one port are one origin
 
 
 def _host_allowed(host: str) -> bool:
@@ -200,8 +205,10 @@ class GuardedMCPApp:
             needed_in_order = [scope_name for scope_name in ALL_SCOPES if scope_name in needed]
             description = f"This call needs the scope {' '.join(missing)}"
             return _auth_error(403, error="insufficient_scope", description=description, scopes=needed_in_order), None
+        if refusal := versions.unsupported_version_response(headers, body):
+            return refusal, None
         scope[auth.GRANT_SCOPE_KEY] = grant
-        return None, body
+        return None, versions.counter_offer(body)
 
 
 async def protected_resource_metadata_view(request: Request) -> Response:
@@ -230,6 +237,8 @@ def build_mcp_http_app() -> Starlette:
             Route(PRM_PATH, endpoint=protected_resource_metadata_view, methods=["GET"]),
             Route(PRM_ROOT_PATH, endpoint=protected_resource_metadata_view, methods=["GET"]),
         ],
+        # CORS for browser-based clients on CODEX_ALLOWED_ORIGINS; preflights need no token.
+        middleware=[Middleware(OriginGuardingCORSMiddleware)],
         lifespan=lambda app: session_manager.run(),
     )
 

@@ -18,10 +18,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from notebook.exceptions import InvalidArgument
+from notebook.limits import MAX_SAFE_INTEGER
 from notebook.models import Codex, Entry, EntryRelatedAgent, EntryRevision, EntryTag
 from notebook.representations import entry_dict, rfc3339_ms
 from notebook.services import _apply  # the one place entry fields and search columns are derived
-from notebook.limits import MAX_SAFE_INTEGER
 from notebook.validation import EntryInput, parse_entry_id, parse_entry_input
 
 EXPORT_FORMAT = "agent-codex-export"
