@@ -17,6 +17,7 @@ from oauth2_provider.views import AuthorizationView
 from oauth2_provider.views.dynamic_client_registration import DynamicClientRegistrationView
 
 from authserver.ratelimit import allow, client_address
+from authserver.registration import registration_body_problem
 from mcp_endpoint.auth import revoke_tokens
 
 SCOPE_WORDS = {"notes:read": "read your notes", "notes:write": "write your notes"}
@@ -93,6 +94,8 @@ class RateLimitedRegistrationView(DynamicClientRegistrationView):
                 "Too many client registrations from this address; retry after the Retry-After interval.",
                 retry_after,
             )
+        if problem := registration_body_problem(request):
+            return problem
         return super().post(request, *args, **kwargs)
 
 

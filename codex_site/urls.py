@@ -1,17 +1,44 @@
+import logging
+
 from django.contrib import admin
 from django.db import connection
 from django.http import HttpRequest, JsonResponse
 from django.urls import include, path
+from oauth2_provider import urls as dot_urls
 from oauth2_provider.views import OAuthServerMetadataView
 
 from authserver import views as authserver_views
+from authserver.registration import GuardedRegistrationManagementView
+from codex_site.middleware import unavailable_response
+from codex_site.outage import UNAVAILABLE_ERRORS, log_database_unavailable
+
+logger = logging.getLogger(__name__)
+
+# Only the endpoints this server advertises. DOT's application and token management
+# pages (/o/applications/, /o/authorized_tokens/) would let any signed-in person
+# register clients for grants the metadata does not offer; the device flow and OIDC
+# are off. People see and revoke their clients at /account/clients/ instead.
+_SERVED = {"authorize", "token", "revoke-token", "introspect"}
+OAUTH_ENDPOINTS = (
+    dot_urls.metadata_urlpatterns
+    + [pattern for pattern in dot_urls.base_urlpatterns if pattern.name in _SERVED]
+    + dot_urls.dcr_urlpatterns
+)
 
 
 def healthz(request: HttpRequest) -> JsonResponse:
-    """Liveness plus a database round trip, for load balancers and the README."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT 1")
-    return JsonResponse({"status": "ok"})
+    """Liveness plus a database round trip, for load balancers: 200 or 503, small JSON either way."""
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+    except UNAVAILABLE_ERRORS as error:
+        log_database_unavailable(logger, "health check", error)
+        response = unavailable_response()
+        response.content = b'{"status": "unavailable", "database": "unreachable"}'
+        return response
+    response = JsonResponse({"status": "ok", "database": "ok"})
+    response["Cache-Control"] = "no-store"
+    return response
 
 
 urlpatterns = [
@@ -31,5 +58,6 @@ urlpatterns = [
     # This server's versions of two DOT endpoints, resolved before DOT's own.
     path("o/authorize/", authserver_views.CodexAuthorizationView.as_view()),
     path("o/register/", authserver_views.RateLimitedRegistrationView.as_view()),
-    path("o/", include("oauth2_provider.urls")),
+    path("o/register/<str:client_id>/", GuardedRegistrationManagementView.as_view()),
+    path("o/", include((OAUTH_ENDPOINTS, "oauth2_provider"))),
 ]

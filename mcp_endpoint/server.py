@@ -24,6 +24,7 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
+from codex_site.outage import log_database_unavailable
 from mcp_endpoint import auth
 from mcp_endpoint.schemas import TOOL_SCOPES, TOOLS, TOOLS_BY_NAME
 from mcp_endpoint.tools import ADAPTERS
@@ -159,8 +160,8 @@ async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolR
         result = await run_sync(lambda: _execute(name, arguments, checksum))
     except NotebookError as error:
         return error_result(error)
-    except (OperationalError, InterfaceError):
-        logger.warning("database unavailable during %s", name, exc_info=True)
+    except (OperationalError, InterfaceError) as error:
+        log_database_unavailable(logger, name, error)
         return error_result(Unavailable("The notebook is temporarily unavailable; retry shortly"))
     except Exception:  # the tool boundary: nothing escapes to the client
         reference = uuid.uuid4().hex[:12]
