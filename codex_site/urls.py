@@ -9,6 +9,7 @@ from oauth2_provider.views import OAuthServerMetadataView
 
 from authserver import views as authserver_views
 from authserver.registration import GuardedRegistrationManagementView
+from authserver.token import CodexTokenView
 from codex_site.middleware import unavailable_response
 from codex_site.outage import UNAVAILABLE_ERRORS, log_database_unavailable
 
@@ -57,6 +58,7 @@ urlpatterns = [
     path("o/.well-known/openid-configuration/", authserver_views.not_found),
     # This server's versions of two DOT endpoints, resolved before DOT's own.
     path("o/authorize/", authserver_views.CodexAuthorizationView.as_view()),
+    path("o/token/", CodexTokenView.as_view()),
     path("o/register/", authserver_views.RateLimitedRegistrationView.as_view()),
     path("o/register/<str:client_id>/", GuardedRegistrationManagementView.as_view()),
     path("o/", include((OAUTH_ENDPOINTS, "oauth2_provider"))),
