@@ -200,6 +200,12 @@ if _public.scheme == "https":
 # that make the server fetch a new client's metadata document per 10 minutes.
 CODEX_DCR_RATE_LIMIT = envint("CODEX_DCR_RATE_LIMIT", 20)
 CODEX_CIMD_RATE_LIMIT = envint("CODEX_CIMD_RATE_LIMIT", 30)
+# Quotas (contract 6, resource_exhausted): tool calls per access token per minute, shared
+# by every worker through the database cache; entries and stored bytes (every revision
+# counted) per codex, kept in the codex row.
+CODEX_TOOL_CALLS_PER_MINUTE = envint("CODEX_TOOL_CALLS_PER_MINUTE", 600)
+CODEX_QUOTA_ENTRIES = envint("CODEX_QUOTA_ENTRIES", 1_000_000)
+CODEX_QUOTA_STORED_BYTES = envint("CODEX_QUOTA_STORED_BYTES", 5 * 1024**3)
 # Client ID Metadata Documents on loopback addresses (a local client, a test): debug/tests only.
 CODEX_CIMD_ALLOW_LOOPBACK = envbool("CODEX_CIMD_ALLOW_LOOPBACK", DEBUG or TESTING)
 

@@ -13,9 +13,9 @@ from typing import Any
 from django.conf import settings
 from django.db import DatabaseError
 from django.http.request import split_domain_port, validate_host
-from pydantic_core import from_json
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
+from pydantic_core import from_json
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
 from starlette.requests import Request

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 import mcp_types as types
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.db import InterfaceError, OperationalError, close_old_connections
 from jsonschema import Draft7Validator
 from jsonschema.exceptions import ValidationError as SchemaViolation
@@ -24,12 +25,20 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
+from authserver import ratelimit
 from codex_site.outage import log_database_unavailable
 from mcp_endpoint import auth
 from mcp_endpoint.schemas import TOOL_SCOPES, TOOLS, TOOLS_BY_NAME
 from mcp_endpoint.tools import ADAPTERS
 from notebook import services
-from notebook.exceptions import Internal, NotebookError, PermissionDenied, Unauthenticated, Unavailable
+from notebook.exceptions import (
+    Internal,
+    NotebookError,
+    PermissionDenied,
+    ResourceExhausted,
+    Unauthenticated,
+    Unavailable,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -144,6 +153,14 @@ def _execute(name: str, arguments: dict[str, Any], checksum: str | None) -> dict
         raise Unauthenticated(rejected.description) from None
     if missing := auth.missing_scopes(grant, TOOL_SCOPES[name]):
         raise PermissionDenied(f"The access token lacks the scope {' '.join(missing)} needed by {name}")
+    limit = settings.CODEX_TOOL_CALLS_PER_MINUTE
+    # Counted in the database cache, so every worker and host shares one count per token.
+    ok, retry_after = ratelimit.allow("tool-calls", checksum, limit=limit, window_seconds=60)
+    if not ok:
+        raise ResourceExhausted(
+            f"This access token made more than {limit} tool calls this minute "
+            f"(CODEX_TOOL_CALLS_PER_MINUTE); retry in {retry_after} seconds"
+        )
     codex = services.codex_for_user(user=grant.user)
     return ADAPTERS[name](codex, arguments)
 

@@ -7,6 +7,7 @@ from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from notebook import quotas
 from notebook.exceptions import Conflict, NotFound
 from notebook.models import Codex, Entry, EntryRelatedAgent, EntryRevision, EntryTag, RequestKey
 from notebook.selectors import NOT_FOUND_MESSAGE
@@ -47,6 +48,7 @@ def _apply(entry: Entry, data: EntryInput) -> None:
 def _record(entry: Entry, *, replace_index: bool) -> None:
     """Snapshot the entry's new revision and refresh its exact tag/agent index rows."""
     EntryRevision.objects.create(
+        codex_id=entry.codex_id,
         entry=entry,
         revision=entry.revision,
         title=entry.title,
@@ -95,6 +97,9 @@ def entry_save(*, codex: Codex, request_id: str, data: EntryInput) -> Entry:
         # Insert first, then handle the duplicate (as contrib.sessions does): the
         # savepoint lets the outer transaction read the winner after a collision.
         with transaction.atomic():
+            # Usage first: a save past a quota writes nothing (and a collision below
+            # rolls the count back with the savepoint).
+            quotas.charge(codex=codex, entries=1, stored_bytes=quotas.input_bytes(data))
             entry.save(force_insert=True)
             RequestKey.objects.create(codex=codex, request_id=request_id, fingerprint=data.fingerprint, entry=entry)
             _record(entry, replace_index=False)
@@ -123,6 +128,7 @@ def entry_update(*, codex: Codex, entry_id: uuid.UUID, expected_revision: int, d
             f"entry is at revision {entry.revision}, not {expected_revision}; "
             "get the latest entry, reconcile, and send a new replacement"
         )
+    quotas.charge(codex=codex, entries=0, stored_bytes=quotas.input_bytes(data))
     _apply(entry, data)
     entry.revision += 1
     entry.updated_at = max(_now(), entry.created_at)
