@@ -11,7 +11,7 @@ from django.db import connections
 
 from codex_site import outage
 from notebook.models import Entry
-from tests.http_client import LEGACY, MODERN, call_tool, post, rpc_body
+from tests.http_client import LEGACY, MODERN, call_tool, post
 from tests.live import LiveServerTestCase
 
 HANDSHAKE = "2025-11-25"
@@ -44,13 +44,13 @@ def captured_logs() -> Iterator[io.StringIO]:
     handler = logging.StreamHandler(stream)
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s %(message)s"))
     root = logging.getLogger()
-    old_level = root.level
-    root.addHandler(handler)
+    old_level, old_handlers = root.level, root.handlers[:]
+    root.handlers = [handler]  # only here, not on the test run's console
     root.setLevel(logging.INFO)
     try:
         yield stream
     finally:
-        root.removeHandler(handler)
+        root.handlers = old_handlers
         root.setLevel(old_level)
 
 
@@ -75,7 +75,8 @@ class HostileBodyTest(LiveServerTestCase):
             "1,000 balanced brackets": deeply_nested(1_000),
             "100,000 brackets": deeply_nested(100_000),
             "nested objects": b'{"a":' * 1_000 + b"1" + b"}" * 1_000,
-            "nesting inside a tools/call": b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"field_notes_save","arguments":{"requestId":"r","entry":{"content":"c","provenance":{"a":'
+            "nesting inside a tools/call": b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":'
+            + b'{"name":"field_notes_save","arguments":{"requestId":"r","entry":{"content":"c","provenance":{"a":'
             + deeply_nested(1_000)
             + b"}}}}}",
         }
@@ -179,7 +180,7 @@ class DatabaseOutageTest(LiveServerTestCase):
     def test_an_outage_logs_one_line_per_refused_request_and_one_traceback(self) -> None:
         requests = 0
         with captured_logs() as logs, database_down():
-            for round_ in range(10):
+            for _ in range(10):
                 for version in (LEGACY, MODERN):
                     response = call_tool(self.mcp_url, self.token, "field_notes_get", {"id": ENTRY_ID}, version=version)
                     self.assertEqual(response.status_code, 503, response.text)
@@ -207,8 +208,9 @@ class DatabaseOutageTest(LiveServerTestCase):
 
         from django.db import OperationalError
 
-        with captured_logs() as logs, mock.patch(
-            "notebook.selectors.entry_get", side_effect=OperationalError("connection refused")
+        with (
+            captured_logs() as logs,
+            mock.patch("notebook.selectors.entry_get", side_effect=OperationalError("connection refused")),
         ):
             for _ in range(5):
                 reply = call_tool(self.mcp_url, self.token, "field_notes_get", {"id": ENTRY_ID}).json()
