@@ -59,8 +59,8 @@ def _record(entry: Entry, *, replace_index: bool) -> None:
         recorded_at=entry.updated_at,
     )
     if replace_index:
-        EntryTag.objects.filter(entry=entry).delete()
-        EntryRelatedAgent.objects.filter(entry=entry).delete()
+        EntryTag.objects.filter(codex_id=entry.codex_id, entry=entry).delete()
+        EntryRelatedAgent.objects.filter(codex_id=entry.codex_id, entry=entry).delete()
     EntryTag.objects.bulk_create(EntryTag(codex_id=entry.codex_id, entry=entry, value=v) for v in entry.tags)
     EntryRelatedAgent.objects.bulk_create(
         EntryRelatedAgent(codex_id=entry.codex_id, entry=entry, value=v) for v in entry.related_agent_ids
@@ -74,7 +74,7 @@ def _replay(key: RequestKey, data: EntryInput) -> Entry:
             "use a new requestId for a new entry"
         )
     # The entry's current state, which may be a later revision than the one saved.
-    return Entry.objects.get(pk=key.entry_id)
+    return Entry.objects.get(codex_id=key.codex_id, pk=key.entry_id)
 
 
 @transaction.atomic
@@ -132,6 +132,13 @@ def entry_update(*, codex: Codex, entry_id: uuid.UUID, expected_revision: int, d
     _apply(entry, data)
     entry.revision += 1
     entry.updated_at = max(_now(), entry.created_at)
-    entry.save()
+    # Not entry.save(), whose UPDATE names only the primary key: every notebook query
+    # names its codex, so the tables can be distributed by codex (docs/deploy.md).
+    changed = {
+        field.attname: getattr(entry, field.attname)
+        for field in Entry._meta.concrete_fields
+        if not field.primary_key and field.attname != "codex_id"
+    }
+    Entry.objects.filter(codex_id=entry.codex_id, pk=entry.pk).update(**changed)
     _record(entry, replace_index=True)
     return entry
