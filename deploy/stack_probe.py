@@ -31,9 +31,12 @@ from django.contrib.auth import get_user_model  # noqa: E402
 
 from mcp_endpoint.auth import mint_access_token, revoke_tokens  # noqa: E402
 
-FLOOD = 1_100  # slow connections through the proxy (more than a 1,024 open-files limit)
+# Slow connections through the proxy: 1,100 in all, more than a 1,024 open-files limit.
+PROXY_FLOOD = {"silent": 1_000, "slow-headers": 50, "slow-body": 50}
+FLOOD = sum(PROXY_FLOOD.values())
 DIRECT_FLOOD = 200  # slow connections straight at one worker, for comparison
-FLOOD_SECONDS = 16.0  # the longest the flood is held
+FLOOD_SECONDS = 20.0  # the longest the flood is held (nginx's timeouts are 10 s)
+DIRECT_SECONDS = 12.0
 LATENCY_CALLS = 120
 
 
@@ -86,18 +89,19 @@ def latency(base: str, token: str, calls: int = LATENCY_CALLS, workers: int = 4)
     }
 
 
-async def slow_connection(host: str, port: int, kind: str, tls: bool, held: list, closed_after: list) -> None:
-    """One slow client: connects and then never finishes its request."""
+async def slow_connection(host: str, port: int, kind: str, stats: dict, setup: asyncio.Semaphore) -> None:
+    """One slow client: connects, then never finishes its request.
+
+    ``silent``: a TCP connection that sends nothing (not even a TLS hello);
+    ``slow-headers`` / ``slow-body`` (over TLS when ``stats["tls"]``): a request whose
+    headers, or body, stop arriving."""
     context = None
-    if tls:
+    if stats["tls"] and kind != "silent":
         context = ssl.create_default_context()
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
-    started = time.monotonic()
-    try:
-        if kind == "no-handshake" and tls:
-            reader, writer = await asyncio.open_connection(host, port)
-        else:
+    async with setup:  # bounded concurrent connection set-ups (TLS handshakes cost CPU)
+        try:
             reader, writer = await asyncio.open_connection(host, port, ssl=context)
             if kind == "slow-headers":
                 writer.write(f"POST /mcp HTTP/1.1\r\nHost: {host}:{port}\r\nX-Slow: ".encode())
@@ -107,39 +111,57 @@ async def slow_connection(host: str, port: int, kind: str, tls: bool, held: list
                     'Content-Length: 100000\r\n\r\n{"jsonrpc":'.encode()
                 )
             await writer.drain()
-    except OSError:
-        return
-    held.append(1)
+        except OSError:
+            stats["failed"] += 1
+            return
+    opened = time.monotonic()
+    stats["opened"] += 1
+    stats["open"] += 1
+    stats["max_open"] = max(stats["max_open"], stats["open"])
     try:
-        # Wait until the server closes the connection (EOF) or the flood ends.
-        await asyncio.wait_for(reader.read(65536 * 4), timeout=FLOOD_SECONDS)
-        while not reader.at_eof():
-            if not await asyncio.wait_for(reader.read(65536), timeout=FLOOD_SECONDS):
+        while True:  # until the server closes the connection, or the flood ends
+            remaining = opened + stats["hold"] - time.monotonic()
+            if remaining <= 0:
+                stats["open_at_end"] += 1
+                stats["open_at_end_kinds"][kind] = stats["open_at_end_kinds"].get(kind, 0) + 1
                 break
-        closed_after.append(time.monotonic() - started)
-    except (TimeoutError, OSError, ssl.SSLError):
-        pass
+            try:
+                if not await asyncio.wait_for(reader.read(65536), timeout=remaining):
+                    stats["closed_after"].append(time.monotonic() - opened)
+                    break
+            except TimeoutError:
+                stats["open_at_end"] += 1
+                stats["open_at_end_kinds"][kind] = stats["open_at_end_kinds"].get(kind, 0) + 1
+                break
+    except OSError:
+        stats["closed_after"].append(time.monotonic() - opened)
     finally:
+        stats["open"] -= 1
         writer.close()
 
 
-async def flood(base: str, count: int, tls: bool, kinds: tuple[str, ...]) -> dict:
+async def flood(base: str, kinds: dict[str, int], seconds: float) -> dict:
+    """Open ``kinds`` slow connections (kind -> count); hold each for at most ``seconds``."""
     parts = urlsplit(base)
-    held: list = []
-    closed_after: list[float] = []
-    tasks = [
-        asyncio.create_task(slow_connection(parts.hostname, parts.port, kinds[i % len(kinds)], tls, held, closed_after))
-        for i in range(count)
-    ]
-    await asyncio.sleep(FLOOD_SECONDS / 2)
-    open_midway = len(held) - len(closed_after)
-    await asyncio.gather(*tasks)
-    return {
-        "opened": len(held),
-        "open_midway": open_midway,
-        "closed_by_server": len(closed_after),
-        "closed_after_s": max(closed_after) if closed_after else None,
+    stats: dict = {
+        "tls": parts.scheme == "https",
+        "hold": seconds,  # each connection is held at most this long after it opened
+        "opened": 0,
+        "failed": 0,
+        "open": 0,
+        "max_open": 0,
+        "open_at_end": 0,
+        "open_at_end_kinds": {},
+        "closed_after": [],
     }
+    setup = asyncio.Semaphore(50)
+    order = [kind for kind, count in kinds.items() for _ in range(count)]
+    await asyncio.gather(*(slow_connection(parts.hostname, parts.port, kind, stats, setup) for kind in order))
+    closed = sorted(stats.pop("closed_after"))
+    stats["closed_by_server"] = len(closed)
+    stats["closed_median_s"] = statistics.median(closed) if closed else None
+    stats["closed_max_s"] = closed[-1] if closed else None
+    return stats
 
 
 def flood_with_latency(proxy: str, token: str, worker_pids: list[int]) -> tuple[dict, dict, list[int]]:
@@ -154,7 +176,7 @@ def flood_with_latency(proxy: str, token: str, worker_pids: list[int]) -> tuple[
 
     thread = threading.Thread(target=normal_clients)
     thread.start()
-    flooded = asyncio.run(flood(proxy, FLOOD, True, ("no-handshake", "slow-headers", "slow-body")))
+    flooded = asyncio.run(flood(proxy, PROXY_FLOOD, FLOOD_SECONDS))
     thread.join()
     return flooded, result, fds_during
 
@@ -243,10 +265,11 @@ def main() -> None:
     )
     rows.append(
         (
-            f"flood via nginx: {FLOOD} slow connections",
-            f"{flooded['opened']} opened; {flooded['open_midway']} still open at {FLOOD_SECONDS / 2:.0f} s; "
-            f"{flooded['closed_by_server']} closed by nginx, the last after "
-            f"{(flooded['closed_after_s'] or 0):.1f} s (flood held {time.monotonic() - started:.0f} s)",
+            f"flood via nginx: {FLOOD} slow connections (1,000 silent, 50 slow headers, 50 slow bodies)",
+            f"{flooded['opened']} opened ({flooded['failed']} refused), at most {flooded['max_open']} open at once; "
+            f"{flooded['closed_by_server']} closed by nginx after a median {flooded['closed_median_s'] or 0:.1f} s "
+            f"(max {flooded['closed_max_s'] or 0:.1f} s); {flooded['open_at_end']} still open "
+            f"{FLOOD_SECONDS:.0f} s later; whole flood {time.monotonic() - started:.0f} s",
         )
     )
     rows.append(
@@ -257,11 +280,11 @@ def main() -> None:
     )
 
     direct_fds_before = open_fds(pids[0])
-    direct = {}
+    direct: dict = {}
 
     async def direct_flood() -> None:
-        task = asyncio.create_task(flood(args.worker[0], DIRECT_FLOOD, False, ("slow-headers",)))
-        await asyncio.sleep(4)
+        task = asyncio.create_task(flood(args.worker[0], {"slow-headers": DIRECT_FLOOD}, DIRECT_SECONDS))
+        await asyncio.sleep(DIRECT_SECONDS / 2)
         direct["fds"] = open_fds(pids[0])
         direct.update(await task)
 
@@ -269,9 +292,9 @@ def main() -> None:
     rows.append(
         (
             f"for comparison, {DIRECT_FLOOD} slow connections straight at a worker",
-            f"{direct['open_midway']} still open at {FLOOD_SECONDS / 2:.0f} s, "
-            f"{direct['closed_by_server']} closed by uvicorn in {FLOOD_SECONDS:.0f} s; "
-            f"worker fds {direct_fds_before} -> {direct['fds']} (uvicorn has no header timeout)",
+            f"{direct['opened']} opened, {direct['closed_by_server']} closed by uvicorn, "
+            f"{direct['open_at_end']} still open {DIRECT_SECONDS:.0f} s later; worker fds "
+            f"{direct_fds_before} -> {direct['fds']} (uvicorn has no header timeout)",
         )
     )
 
