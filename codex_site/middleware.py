@@ -12,10 +12,10 @@ logger = logging.getLogger(__name__)
 RETRY_AFTER_SECONDS = 5
 
 
-def unavailable_response() -> JsonResponse:
-    response = JsonResponse(
-        {"error": "unavailable", "error_description": "The database is unreachable; retry shortly"}, status=503
-    )
+def unavailable_response(body: dict[str, str] | None = None) -> JsonResponse:
+    if body is None:
+        body = {"error": "unavailable", "error_description": "The database is unreachable; retry shortly"}
+    response = JsonResponse(body, status=503)
     response["Retry-After"] = str(RETRY_AFTER_SECONDS)
     response["Cache-Control"] = "no-store"
     # The refusal was logged in one line already; Django would log every 5xx again at ERROR.

@@ -34,9 +34,7 @@ def healthz(request: HttpRequest) -> JsonResponse:
             cursor.execute("SELECT 1")
     except UNAVAILABLE_ERRORS as error:
         log_database_unavailable(logger, "health check", error)
-        response = unavailable_response()
-        response.content = b'{"status": "unavailable", "database": "unreachable"}'
-        return response
+        return unavailable_response({"status": "unavailable", "database": "unreachable"})
     response = JsonResponse({"status": "ok", "database": "ok"})
     response["Cache-Control"] = "no-store"
     return response
