@@ -150,3 +150,14 @@ class BackfillMigrationTest(TransactionTestCase):
         self.assertEqual(
             Codex.objects.filter(pk=codex.pk).values_list("entry_count", "stored_bytes").get(), (1, 2 + 1 + 3 + 1)
         )
+
+
+class UsageAdminTest(NotebookTestCase):
+    def test_operators_see_each_codexs_usage_and_share_of_the_quotas(self) -> None:
+        self.client.force_login(get_user_model().objects.create_superuser("operator", password="x"))
+        self.save(content="x" * 100)
+        with override_settings(CODEX_QUOTA_ENTRIES=4, CODEX_QUOTA_STORED_BYTES=1000):
+            page = self.client.get("/admin/notebook/codex/")
+        self.assertEqual(page.status_code, 200)
+        self.assertContains(page, "100\xa0bytes")
+        self.assertContains(page, "entries 25.0%, bytes 10.0%")
