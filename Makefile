@@ -1,6 +1,7 @@
 # Developer entry points.
 #
-#   make run                      bootstrap, local key (once), migrate, (codex_firstrun), uvicorn
+#   make run                      bootstrap, local key (once), migrate, (codex_firstrun), uvicorn via
+#                                 codex_site.serve (proxy headers off, concurrency limit)
 #   make run PORT=9000            ... on another port (DJANGO_DEBUG defaults to 1)
 #   make test                     migrations check, tests on SQLite, then on a
 #                                 throwaway PostgreSQL (scripts/with_postgres.sh)
@@ -41,7 +42,7 @@ run: bootstrap
 		echo "$(PY) manage.py codex_firstrun"; \
 		$(PY) manage.py codex_firstrun; \
 	fi
-	exec $(VENV)/bin/uvicorn codex_site.asgi:application --host 127.0.0.1 --port $(PORT)
+	exec $(PY) -m codex_site.serve --host 127.0.0.1 --port $(PORT)
 
 # makemigrations needs *some* SECRET_KEY (only the test runner brings its
 # own); give it a throwaway one unless the caller set one.

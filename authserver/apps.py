@@ -6,4 +6,4 @@ class AuthserverConfig(AppConfig):
     verbose_name = "Authorization server"
 
     def ready(self) -> None:
-        from authserver import cors  # noqa: F401  (connects the CORS origin rule)
+        from authserver import cors, signals  # noqa: F401  (connect the CORS origin rule and the receivers)

@@ -33,7 +33,19 @@ def _as_list(value) -> list[str]:
     return [item for item in value if item]
 
 
+# The grants the metadata advertises; tokens for headless agents are minted directly
+# (mcp_endpoint.auth.mint_access_token), never through a grant.
+SERVED_GRANT_TYPES = frozenset({"authorization_code", "refresh_token"})
+
+
 class CodexOAuth2Validator(OAuth2Validator):
+    def validate_grant_type(self, client_id, grant_type, client, request, *args, **kwargs):
+        # Whatever grant a client was registered with (an old DCR client, an admin edit),
+        # the token endpoint serves only the advertised grants.
+        if grant_type not in SERVED_GRANT_TYPES:
+            return False
+        return super().validate_grant_type(client_id, grant_type, client, request, *args, **kwargs)
+
     def validate_response_type(self, client_id, response_type, client, request, *args, **kwargs):
         # Called for authorization requests once the client and redirect URI are known
         # good, so the errors below are redirected back to the client (with state and iss).

@@ -10,12 +10,14 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from oauth2_provider.cimd import is_cimd_client_id
+from oauth2_provider.exceptions import OAuthToolkitError
 from oauth2_provider.models import get_application_model
 from oauth2_provider.views import AuthorizationView
 from oauth2_provider.views.dynamic_client_registration import DynamicClientRegistrationView
 
 from authserver.cimd import refusal_hint
 from authserver.ratelimit import allow, client_address
+from authserver.registration import registration_body_problem
 
 
 def _too_many(message: str, retry_after: int) -> JsonResponse:
@@ -41,11 +43,7 @@ class CodexAuthorizationView(AuthorizationView):
 
     def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         client_id = request.GET.get("client_id", "")
-        if (
-            request.user.is_authenticated
-            and is_cimd_client_id(client_id)
-            and not get_application_model().objects.filter(client_id=client_id).exists()
-        ):
+        if is_cimd_client_id(client_id) and not get_application_model().objects.filter(client_id=client_id).exists():
             # This request would make the server fetch a metadata document: limit per address.
             ok, retry_after = allow(
                 "cimd", client_address(request), limit=settings.CODEX_CIMD_RATE_LIMIT, window_seconds=600
@@ -59,6 +57,16 @@ class CodexAuthorizationView(AuthorizationView):
                 )
                 response["Retry-After"] = str(retry_after)
                 return response
+        if request.method == "GET" and not request.user.is_authenticated:
+            # Check the request before asking anyone to sign in (contract 8): a bad client
+            # or redirect URI gets the error page (it must not redirect), a missing PKCE
+            # challenge or a foreign resource goes back to the client with the error and
+            # iss. A valid request continues to the sign-in page as before. (A new CIMD
+            # client's document is fetched here, under the rate limit above.)
+            try:
+                self.validate_authorization_request(request)
+            except OAuthToolkitError as error:
+                return self.error_response(error, application=None)
         return super().dispatch(request, *args, **kwargs)
 
     def redirect(self, redirect_to: str, application: Any) -> HttpResponse:
@@ -95,4 +103,6 @@ class RateLimitedRegistrationView(DynamicClientRegistrationView):
                 "Too many client registrations from this address; retry after the Retry-After interval.",
                 retry_after,
             )
+        if problem := registration_body_problem(request):
+            return problem
         return super().post(request, *args, **kwargs)

@@ -109,6 +109,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, so it sees the view's exceptions first: a database outage is a 503, one log line.
+    "codex_site.middleware.DatabaseUnavailableMiddleware",
 ]
 
 ROOT_URLCONF = "codex_site.urls"
@@ -150,16 +152,22 @@ else:
             "NAME": SQLITE_PATH,
             "CONN_MAX_AGE": CONN_MAX_AGE,
             "CONN_HEALTH_CHECKS": True,
-            "OPTIONS": {
-                "timeout": 20,
-                "transaction_mode": "IMMEDIATE",
-                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-            },
             # A file, not Django's in-memory default: end-to-end tests serve requests
             # from other threads, which must see the same database with real locking.
             "TEST": {"NAME": str(VAR_DIR / "test-codex.sqlite3")},
         }
     }
+
+SQLITE_OPTIONS = {
+    "timeout": 20,
+    "transaction_mode": "IMMEDIATE",
+    "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+}
+# Every SQLite database gets them, however it was configured (DATABASE_URL=sqlite:///...
+# too); options given explicitly win.
+for _database in DATABASES.values():
+    if _database["ENGINE"] == "django.db.backends.sqlite3":
+        _database["OPTIONS"] = {**SQLITE_OPTIONS, **_database.get("OPTIONS", {})}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -194,6 +202,12 @@ if _public.scheme == "https":
 CODEX_IMPORT_MAX_BYTES = envint("CODEX_IMPORT_MAX_BYTES", 32 * 1024 * 1024)
 CODEX_DCR_RATE_LIMIT = envint("CODEX_DCR_RATE_LIMIT", 20)
 CODEX_CIMD_RATE_LIMIT = envint("CODEX_CIMD_RATE_LIMIT", 30)
+# Quotas (contract 6, resource_exhausted): tool calls per access token per minute, shared
+# by every worker through the database cache; entries and stored bytes (every revision
+# counted) per codex, kept in the codex row.
+CODEX_TOOL_CALLS_PER_MINUTE = envint("CODEX_TOOL_CALLS_PER_MINUTE", 600)
+CODEX_QUOTA_ENTRIES = envint("CODEX_QUOTA_ENTRIES", 1_000_000)
+CODEX_QUOTA_STORED_BYTES = envint("CODEX_QUOTA_STORED_BYTES", 5 * 1024**3)
 # Client ID Metadata Documents on loopback addresses (a local client): debug only, and the
 # test runner turns it on.
 CODEX_CIMD_ALLOW_LOOPBACK = envbool("CODEX_CIMD_ALLOW_LOOPBACK", DEBUG)

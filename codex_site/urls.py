@@ -1,9 +1,23 @@
 from django.contrib import admin
 from django.urls import include, path
+from oauth2_provider import urls as dot_urls
 from oauth2_provider.views import OAuthServerMetadataView
 
 from authserver import views as authserver_views
+from authserver.registration import GuardedRegistrationManagementView
+from authserver.token import CodexTokenView
 from codex_site import views as site_views
+
+# Only the endpoints this server advertises. DOT's application and token management
+# pages (/o/applications/, /o/authorized_tokens/) would let any signed-in person
+# register clients for grants the metadata does not offer; the device flow and OIDC
+# are off. People see and revoke their clients at /account/clients/ instead.
+_SERVED = {"authorize", "token", "revoke-token", "introspect"}
+OAUTH_ENDPOINTS = (
+    dot_urls.metadata_urlpatterns
+    + [pattern for pattern in dot_urls.base_urlpatterns if pattern.name in _SERVED]
+    + dot_urls.dcr_urlpatterns
+)
 
 urlpatterns = [
     path("", site_views.home, name="home"),
@@ -22,6 +36,8 @@ urlpatterns = [
     path("o/.well-known/openid-configuration/", site_views.not_found),
     # This server's versions of two DOT endpoints, resolved before DOT's own.
     path("o/authorize/", authserver_views.CodexAuthorizationView.as_view()),
+    path("o/token/", CodexTokenView.as_view()),
     path("o/register/", authserver_views.RateLimitedRegistrationView.as_view()),
-    path("o/", include("oauth2_provider.urls")),
+    path("o/register/<str:client_id>/", GuardedRegistrationManagementView.as_view()),
+    path("o/", include((OAUTH_ENDPOINTS, "oauth2_provider"))),
 ]

@@ -16,7 +16,9 @@ from django.contrib.auth.base_user import AbstractBaseUser
 from oauth2_provider.models import get_access_token_model
 
 # The one door between the apps: the rest of mcp_endpoint takes the scope names
-# from here, and authserver (the lower app) never imports mcp_endpoint.
+# (and the shared rate limiter) from here, and authserver (the lower app) never
+# imports mcp_endpoint.
+from authserver import ratelimit
 from authserver.scopes import ALL_SCOPES as ALL_SCOPES
 from authserver.scopes import READ as READ
 from authserver.scopes import WRITE as WRITE
@@ -69,3 +71,14 @@ def check_bearer_token(raw_token: str) -> TokenGrant:
 
 def missing_scopes(grant: TokenGrant, needed: Iterable[str]) -> list[str]:
     return [scope for scope in ALL_SCOPES if scope in set(needed) - grant.scopes]
+
+
+def tool_call_retry_after(checksum: str) -> int | None:
+    """Count one tool call against the token's per-minute limit; seconds to wait once past it.
+
+    Counted in the database cache, so every worker and host shares one count per token.
+    """
+    ok, retry_after = ratelimit.allow(
+        "tool-calls", checksum, limit=settings.CODEX_TOOL_CALLS_PER_MINUTE, window_seconds=60
+    )
+    return None if ok else max(retry_after, 1)

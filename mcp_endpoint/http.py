@@ -2,13 +2,12 @@
 RFC 9728 protected-resource metadata. ``codex_site.asgi`` routes to ``mcp_http_app``.
 
 Order of the guards on /mcp: CORS preflight (``mcp_endpoint.cors``: answered for allowed
-origins, 403 for others, no token needed), Host (421), Origin (403), body size (413,
-before any parsing), bearer token (401), tool scopes (403 ``insufficient_scope``),
-protocol version (400, ``mcp_endpoint.versions``); only then does the SDK's stateless
-Streamable HTTP transport see the request.
+origins, 403 for others, no token needed), Host (421), Origin (403), GET (405: no stream
+is offered), body size (413, before any parsing), bearer token (401), tool scopes (403
+``insufficient_scope``), protocol version (400, ``mcp_endpoint.versions``); only then does
+the SDK's stateless Streamable HTTP transport see the request.
 """
 
-import json
 import logging
 from collections.abc import Iterable
 from typing import Any
@@ -18,6 +17,7 @@ from django.db import DatabaseError
 from django.http.request import split_domain_port, validate_host
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
+from pydantic_core import from_json
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
 from starlette.middleware import Middleware
@@ -27,6 +27,7 @@ from starlette.routing import Route
 from starlette.types import Message, Receive, Scope, Send
 
 from codex_site.origins import origin_allowed
+from codex_site.outage import log_database_unavailable
 from mcp_endpoint import auth, versions
 from mcp_endpoint.auth import ALL_SCOPES
 from mcp_endpoint.boundary import run_sync
@@ -106,9 +107,11 @@ def _called_tools(headers: Headers, body: bytes) -> list[str]:
     if headers.get("mcp-method") == "tools/call" and headers.get("mcp-name"):
         return [headers["mcp-name"]]
     try:
-        message = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        return []  # the SDK answers malformed JSON with a parse error
+        # The SDK's own parser, so both agree on what is JSON: it refuses nesting past its
+        # recursion limit with ValueError, where json.loads would raise RecursionError.
+        message = from_json(body)
+    except ValueError:
+        return []  # the SDK answers malformed (or too deeply nested) JSON with a parse error
     messages = message if isinstance(message, list) else [message]
     names = []
     for item in messages:
@@ -180,6 +183,14 @@ class GuardedMCPApp:
         if origin is not None and not _origin_allowed(origin):
             return _plain_error(403, "Origin not allowed"), None
 
+        if scope["method"] == "GET":
+            # No stream is ever offered (contract 7): the server is stateless and answers
+            # every POST with one JSON response, so an open SSE stream would only hold a
+            # connection (and a file descriptor) forever.
+            response = _plain_error(405, "This server offers no stream: send each message as a POST")
+            response.headers["Allow"] = "POST"
+            return response, None
+
         body = await _read_body(receive, headers.get("content-length")) if scope["method"] == "POST" else b""
         if body is None:
             return _plain_error(413, f"Request body exceeds {MAX_BODY_BYTES} bytes"), None
@@ -194,8 +205,8 @@ class GuardedMCPApp:
             grant = await run_sync(lambda: auth.check_bearer_token(raw_token))
         except auth.TokenRejected as rejected:
             return _auth_error(401, error="invalid_token", description=rejected.description, scopes=ALL_SCOPES), None
-        except DatabaseError:
-            logger.warning("token check failed: database unavailable", exc_info=True)
+        except DatabaseError as error:
+            log_database_unavailable(logger, "token check", error)
             response = _plain_error(503, "The server cannot check tokens right now; retry shortly")
             response.headers["Retry-After"] = "5"
             return response, None

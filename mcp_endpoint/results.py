@@ -9,6 +9,7 @@ from typing import Any
 import mcp_types as types
 from django.db import InterfaceError, OperationalError
 
+from codex_site.outage import log_database_unavailable
 from mcp_endpoint.boundary import run_sync
 from notebook.exceptions import Internal, NotebookError, Unavailable
 
@@ -35,8 +36,8 @@ async def run_tool(name: str, work: Callable[[], dict[str, Any]]) -> types.CallT
         result = await run_sync(work)
     except NotebookError as error:
         return error_result(error)
-    except (OperationalError, InterfaceError):
-        logger.warning("database unavailable during %s", name, exc_info=True)
+    except (OperationalError, InterfaceError) as error:
+        log_database_unavailable(logger, name, error)
         return error_result(Unavailable("The notebook is temporarily unavailable; retry shortly"))
     except Exception:  # the tool boundary: nothing escapes to the client
         reference = uuid.uuid4().hex[:12]

@@ -40,7 +40,16 @@ DIALECT = "http://json-schema.org/draft-07/schema#"
 TIMESTAMP_REGEX = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$"
 
 
-_ENTRY_ID = {"type": "string", "pattern": ENTRY_ID_REGEX, "description": "Lowercase UUIDv4 of an entry."}
+# JSON Schema patterns are ECMA-262 regular expressions, where "$" matches only at the very
+# end; Python's re (which jsonschema uses) also lets "$" match before a final newline. The
+# fixed lengths close that gap for every validator, and clients see them in the schema.
+_ENTRY_ID = {
+    "type": "string",
+    "minLength": 36,
+    "maxLength": 36,
+    "pattern": ENTRY_ID_REGEX,
+    "description": "Lowercase UUIDv4 of an entry.",
+}
 
 _ENTRY_INPUT: dict[str, Any] = {
     "type": "object",
@@ -93,7 +102,13 @@ _ENTRY_INPUT: dict[str, Any] = {
     },
 }
 
-_TIMESTAMP = {"type": "string", "pattern": TIMESTAMP_REGEX, "description": "RFC 3339 UTC, millisecond precision."}
+_TIMESTAMP = {
+    "type": "string",
+    "minLength": 24,
+    "maxLength": 24,
+    "pattern": TIMESTAMP_REGEX,
+    "description": "RFC 3339 UTC, millisecond precision.",
+}
 _STRINGS = {"type": "array", "items": {"type": "string"}}
 
 _ENTRY: dict[str, Any] = {

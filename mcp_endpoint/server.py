@@ -13,6 +13,7 @@ sync/async boundary), ``results`` (error mapping and result formatting).
 from typing import Any
 
 import mcp_types as types
+from django.conf import settings
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 
@@ -21,7 +22,7 @@ from mcp_endpoint.arguments import check_arguments
 from mcp_endpoint.results import run_tool
 from mcp_endpoint.tools import TOOLS, TOOLS_BY_NAME
 from notebook import services
-from notebook.exceptions import PermissionDenied, Unauthenticated
+from notebook.exceptions import PermissionDenied, ResourceExhausted, Unauthenticated
 from notebook.limits import CANDIDATES_PER_PAGE, thousands
 
 SERVER_NAME = "agent-codex"
@@ -42,6 +43,11 @@ def _execute(name: str, arguments: dict[str, Any], checksum: str | None) -> dict
     tool = TOOLS_BY_NAME[name]  # check_arguments has refused unknown names
     if missing := auth.missing_scopes(grant, tool.scopes):
         raise PermissionDenied(f"The access token lacks the scope {' '.join(missing)} needed by {name}")
+    if retry_after := auth.tool_call_retry_after(checksum):
+        raise ResourceExhausted(
+            f"This access token made more than {settings.CODEX_TOOL_CALLS_PER_MINUTE} tool calls this minute "
+            f"(CODEX_TOOL_CALLS_PER_MINUTE); retry in {retry_after} seconds"
+        )
     codex = services.codex_for_user(user=grant.user)
     return tool.adapter(codex, arguments)
 

@@ -249,10 +249,10 @@ def import_codex(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         try:
             document = transfer.load_document(form.cleaned_data["file"].read())
+            report = transfer.codex_import(codex=services.codex_for_user(user=request.user), document=document)
         except transfer.ImportRefused as error:
             context["refused_file"] = str(error)
             return render(request, "mycodex/import.html", context, status=400)
-        report = transfer.codex_import(codex=services.codex_for_user(user=request.user), document=document)
         context["report"] = report
         return render(request, "mycodex/import.html", context, status=200 if report.applied else 400)
     status = 400 if request.method == "POST" else 200

@@ -3,9 +3,11 @@ skipping revisions, fingerprints and the search columns."""
 
 import uuid
 
+from django.conf import settings
 from django.contrib import admin
-from django.db.models import Count, Max, QuerySet
+from django.db.models import Max, QuerySet
 from django.http import HttpRequest
+from django.template.defaultfilters import filesizeformat
 
 from notebook.models import Codex, Entry, EntryRevision, EntryTag, RequestKey
 
@@ -35,21 +37,23 @@ class ReadOnlyInline(admin.TabularInline):
 
 @admin.register(Codex)
 class CodexAdmin(ReadOnlyAdmin):
-    list_display = ["owner", "entry_count", "last_activity", "created_at"]
+    list_display = ["owner", "entry_count", "stored", "quota_used", "last_activity", "created_at"]
     search_fields = ["owner__username", "owner__email"]
     ordering = ["owner__username"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Codex]:
-        return (
-            super()
-            .get_queryset(request)
-            .select_related("owner")
-            .annotate(entry_count=Count("entries"), last_activity=Max("entries__updated_at"))
-        )
+        # entry_count and stored_bytes are columns the services keep (notebook.quotas).
+        return super().get_queryset(request).select_related("owner").annotate(last_activity=Max("entries__updated_at"))
 
-    @admin.display(description="entries", ordering="entry_count")
-    def entry_count(self, codex: Codex) -> int:
-        return codex.entry_count  # type: ignore[attr-defined]
+    @admin.display(description="stored", ordering="stored_bytes")
+    def stored(self, codex: Codex) -> str:
+        return filesizeformat(codex.stored_bytes)
+
+    @admin.display(description="quota used")
+    def quota_used(self, codex: Codex) -> str:
+        entries = codex.entry_count / settings.CODEX_QUOTA_ENTRIES
+        stored = codex.stored_bytes / settings.CODEX_QUOTA_STORED_BYTES
+        return f"entries {entries:.1%}, bytes {stored:.1%}"
 
     @admin.display(description="last activity", ordering="last_activity")
     def last_activity(self, codex: Codex):

@@ -22,6 +22,12 @@ class Codex(models.Model):
 
     owner = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="codex")
     created_at = models.DateTimeField(auto_now_add=True)
+    # Usage, kept by the services in the same transaction as each write (notebook.quotas),
+    # so a quota check never counts rows.
+    entry_count = models.PositiveBigIntegerField(default=0, help_text="Entries in this codex")
+    stored_bytes = models.PositiveBigIntegerField(
+        default=0, help_text="Bytes of entry input stored, every revision counted (notebook.quotas.input_bytes)"
+    )
 
     class Meta:
         verbose_name_plural = "codexes"
@@ -85,6 +91,9 @@ class Entry(models.Model):
 class EntryRevision(models.Model):
     """A full snapshot of an entry as it was at one revision (for operators)."""
 
+    # The entry's codex, denormalized like EntryTag's: every notebook table carries
+    # codex_id, so the tables can be distributed by codex (docs/deploy.md).
+    codex = models.ForeignKey(Codex, on_delete=models.CASCADE, related_name="+")
     entry = models.ForeignKey(Entry, on_delete=models.CASCADE, related_name="revisions")
     revision = models.PositiveIntegerField()
     title = models.CharField(max_length=TITLE_MAX_CHARS, null=True, blank=True)

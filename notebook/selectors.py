@@ -86,10 +86,15 @@ def _candidates(codex: Codex, params: SearchParams, after: uuid.UUID | None) -> 
     candidates = Entry.objects.filter(codex=codex)
     if after is not None:
         candidates = candidates.filter(id__gt=after)
+    # The joined index rows name the codex too (one filter() call: the same joined row),
+    # so every table in the query is narrowed to one codex: the (codex, value, entry)
+    # index serves the lookup, and a table distributed by codex stays on one shard.
     if params.tag is not None:
-        candidates = candidates.filter(tag_rows__value=params.tag)
+        candidates = candidates.filter(tag_rows__codex=codex, tag_rows__value=params.tag)
     if params.related_agent_id is not None:
-        candidates = candidates.filter(related_agent_rows__value=params.related_agent_id)
+        candidates = candidates.filter(
+            related_agent_rows__codex=codex, related_agent_rows__value=params.related_agent_id
+        )
     deferred = ["content", "provenance"] if params.query else ["content", "provenance", "search_content"]
     return candidates.defer(*deferred).annotate(excerpt=Substr("content", 1, EXCERPT_CHARS)).order_by("id")
 

@@ -7,6 +7,7 @@ from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from notebook import quotas
 from notebook.exceptions import Conflict, NotFound
 from notebook.models import Codex, Entry, EntryRelatedAgent, EntryRevision, EntryTag, RequestKey
 from notebook.selectors import NOT_FOUND_MESSAGE
@@ -46,13 +47,14 @@ def _apply(entry: Entry, data: EntryInput) -> None:
 
 def _drop_index(entry: Entry) -> None:
     """Remove the entry's exact tag/agent index rows, before ``_record`` writes the new ones."""
-    EntryTag.objects.filter(entry=entry).delete()
-    EntryRelatedAgent.objects.filter(entry=entry).delete()
+    EntryTag.objects.filter(codex_id=entry.codex_id, entry=entry).delete()
+    EntryRelatedAgent.objects.filter(codex_id=entry.codex_id, entry=entry).delete()
 
 
 def _record(entry: Entry) -> None:
     """Snapshot the entry's new revision and write its exact tag/agent index rows."""
     EntryRevision.objects.create(
+        codex_id=entry.codex_id,
         entry=entry,
         revision=entry.revision,
         title=entry.title,
@@ -75,7 +77,7 @@ def _replay(key: RequestKey, data: EntryInput) -> Entry:
             "use a new requestId for a new entry"
         )
     # The entry's current state, which may be a later revision than the one saved.
-    return Entry.objects.get(pk=key.entry_id)
+    return Entry.objects.get(codex_id=key.codex_id, pk=key.entry_id)
 
 
 @transaction.atomic
@@ -98,6 +100,9 @@ def entry_save(*, codex: Codex, request_id: str, data: EntryInput) -> Entry:
         # Insert first, then handle the duplicate (as contrib.sessions does): the
         # savepoint lets the outer transaction read the winner after a collision.
         with transaction.atomic():
+            # Usage first: a save past a quota writes nothing (and a collision below
+            # rolls the count back with the savepoint).
+            quotas.charge(codex=codex, entries=1, stored_bytes=quotas.input_bytes(data))
             entry.save(force_insert=True)
             RequestKey.objects.create(codex=codex, request_id=request_id, fingerprint=data.fingerprint, entry=entry)
             _record(entry)
@@ -126,10 +131,18 @@ def entry_update(*, codex: Codex, entry_id: uuid.UUID, expected_revision: int, d
             f"entry is at revision {entry.revision}, not {expected_revision}; "
             "get the latest entry, reconcile, and send a new replacement"
         )
+    quotas.charge(codex=codex, entries=0, stored_bytes=quotas.input_bytes(data))
     _apply(entry, data)
     entry.revision += 1
     entry.updated_at = max(_now(), entry.created_at)
-    entry.save()
+    # Not entry.save(), whose UPDATE names only the primary key: every notebook query
+    # names its codex, so the tables can be distributed by codex (docs/deploy.md).
+    changed = {
+        field.attname: getattr(entry, field.attname)
+        for field in Entry._meta.concrete_fields
+        if not field.primary_key and field.attname != "codex_id"
+    }
+    Entry.objects.filter(codex_id=entry.codex_id, pk=entry.pk).update(**changed)
     _drop_index(entry)
     _record(entry)
     return entry
@@ -141,14 +154,18 @@ def entry_update(*, codex: Codex, entry_id: uuid.UUID, expected_revision: int, d
 _DELETE_BATCH = 1_000
 
 
-def _delete_entries(entry_ids: list[uuid.UUID]) -> None:
+def _delete_entries(codex: Codex, entry_ids: list[uuid.UUID]) -> None:
     """Remove entries and every row that hangs off them: revisions, tag and agent index
-    rows, and request keys (so a replayed save's request id no longer names the entry)."""
-    RequestKey.objects.filter(entry_id__in=entry_ids).delete()
-    EntryTag.objects.filter(entry_id__in=entry_ids).delete()
-    EntryRelatedAgent.objects.filter(entry_id__in=entry_ids).delete()
-    EntryRevision.objects.filter(entry_id__in=entry_ids).delete()
-    Entry.objects.filter(pk__in=entry_ids).delete()
+    rows, and request keys (so a replayed save's request id no longer names the entry);
+    and give their usage back to the codex's quotas. Every statement names the codex."""
+    revisions = EntryRevision.objects.filter(codex=codex, entry_id__in=entry_ids)
+    freed = quotas.revisions_bytes(revisions)
+    RequestKey.objects.filter(codex=codex, entry_id__in=entry_ids).delete()
+    EntryTag.objects.filter(codex=codex, entry_id__in=entry_ids).delete()
+    EntryRelatedAgent.objects.filter(codex=codex, entry_id__in=entry_ids).delete()
+    revisions.delete()
+    deleted, _ = Entry.objects.filter(codex=codex, pk__in=entry_ids).delete()
+    quotas.release(codex=codex, entries=deleted, stored_bytes=freed)
 
 
 @transaction.atomic
@@ -160,7 +177,7 @@ def entry_delete(*, codex: Codex, entry_id: uuid.UUID) -> None:
     entry = Entry.objects.select_for_update().filter(codex=codex, pk=entry_id).only("pk").first()
     if entry is None:
         raise NotFound(NOT_FOUND_MESSAGE)
-    _delete_entries([entry.pk])
+    _delete_entries(codex, [entry.pk])
 
 
 @transaction.atomic
@@ -174,5 +191,5 @@ def codex_clear(*, codex: Codex) -> int:
         batch = list(Entry.objects.filter(codex=codex).order_by("pk").values_list("pk", flat=True)[:_DELETE_BATCH])
         if not batch:
             return deleted
-        _delete_entries(batch)
+        _delete_entries(codex, batch)
         deleted += len(batch)

@@ -17,7 +17,8 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from notebook.exceptions import InvalidArgument
+from notebook import quotas
+from notebook.exceptions import InvalidArgument, ResourceExhausted
 from notebook.limits import MAX_SAFE_INTEGER
 from notebook.models import Codex, Entry, EntryRelatedAgent, EntryRevision, EntryTag
 from notebook.representations import entry_dict, rfc3339_ms
@@ -277,9 +278,12 @@ def _create(codex: Codex, entry_id: uuid.UUID, item: _ImportedEntry) -> None:
         id=entry_id, codex=codex, revision=item.revision, created_at=item.created_at, updated_at=item.updated_at
     )
     _apply(entry, item.data)
+    stored = sum(quotas.input_bytes(snapshot.data) for snapshot in item.snapshots)
+    quotas.charge(codex=codex, entries=1, stored_bytes=stored)
     entry.save(force_insert=True)
     EntryRevision.objects.bulk_create(
         EntryRevision(
+            codex=codex,
             entry=entry,
             revision=snapshot.revision,
             title=snapshot.data.title,
@@ -303,7 +307,8 @@ def codex_import(*, codex: Codex, document: dict[str, Any], progress: Progress |
     Every entry is checked first with the tools' rules; if any is refused, nothing is
     written and the report lists why. Otherwise, in one transaction, each entry is created
     with its revisions unless it is already in this codex (so importing a file twice
-    creates nothing new). Request keys are not part of an export.
+    creates nothing new). Request keys are not part of an export. An import that would
+    pass the codex's quotas writes nothing and raises ``ImportRefused``.
     """
     raw_entries = document["entries"]
     report = ImportReport(total=len(raw_entries))
@@ -324,15 +329,23 @@ def codex_import(*, codex: Codex, document: dict[str, Any], progress: Progress |
     if report.refused_count:
         return report
 
-    with transaction.atomic():
-        for done, item in enumerate(parsed, start=1):
-            entry_id, present = _free_id(codex, item.entry_id)
-            if present:
-                report.already_present += 1
-            else:
-                _create(codex, entry_id, item)
-                report.created += 1
-                report.renumbered += entry_id != item.entry_id
-            if progress is not None:
-                progress(done)
+    try:
+        _write(codex, parsed, report, progress)
+    except ResourceExhausted as error:
+        # The transaction rolled back: all or nothing holds for quotas too.
+        raise ImportRefused(f"nothing imported: {error.message}") from None
     return report
+
+
+@transaction.atomic
+def _write(codex: Codex, parsed: list[_ImportedEntry], report: ImportReport, progress: Progress | None) -> None:
+    for done, item in enumerate(parsed, start=1):
+        entry_id, present = _free_id(codex, item.entry_id)
+        if present:
+            report.already_present += 1
+        else:
+            _create(codex, entry_id, item)
+            report.created += 1
+            report.renumbered += entry_id != item.entry_id
+        if progress is not None:
+            progress(done)

@@ -191,7 +191,8 @@ def parse_request_id(value: Any) -> str:
 
 
 def parse_entry_id(value: Any) -> uuid.UUID:
-    if not isinstance(value, str) or not ENTRY_ID_PATTERN.match(value):
+    # fullmatch, not match: "$" alone would also accept a trailing newline.
+    if not isinstance(value, str) or not ENTRY_ID_PATTERN.fullmatch(value):
         raise InvalidArgument("id must be a lowercase UUIDv4 such as 11111111-1111-4111-8111-111111111111")
     return uuid.UUID(value)
 

@@ -65,6 +65,7 @@ class LiveServerTestCase(TransactionTestCase):
             # Every test registers clients from 127.0.0.1; only the rate-limit tests lower these.
             CODEX_DCR_RATE_LIMIT=10_000,
             CODEX_CIMD_RATE_LIMIT=10_000,
+            CODEX_TOOL_CALLS_PER_MINUTE=1_000_000,
         )
         cls._settings_override.enable()
         cls.live.start()

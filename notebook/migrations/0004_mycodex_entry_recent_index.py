@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('notebook', '0001_initial'),
+        ('notebook', '0003_codex_usage_and_revision_codex'),
     ]
 
     operations = [

@@ -29,8 +29,12 @@ class Command(BaseCommand):
         except ImportRefused as error:
             raise CommandError(f"nothing imported: {error}") from None
         progress = Progress(self.stderr._out, len(document["entries"]), "importing")
-        report = codex_import(codex=codex_for_user(user=user), document=document, progress=progress)
-        progress.finish()
+        try:
+            report = codex_import(codex=codex_for_user(user=user), document=document, progress=progress)
+        except ImportRefused as error:
+            raise CommandError(str(error)) from None
+        finally:
+            progress.finish()
         if not report.applied:
             for refusal in report.refused:
                 self.stderr.write(f"entry #{refusal.index} {refusal.entry_id or '(no id)'}: {refusal.reason}")

@@ -1,0 +1,74 @@
+"""Start uvicorn with this project's production settings, read from the environment.
+
+    python -m codex_site.serve --host 127.0.0.1 --port 8000 [more uvicorn options]
+
+Used by ``make run`` and the systemd units in ``deploy/``. What it adds to a bare
+``uvicorn codex_site.asgi:application``:
+
+- Proxy headers (``X-Forwarded-For``/``-Proto``) are trusted only from the addresses in
+  ``CODEX_TRUSTED_PROXIES`` (comma-separated; uvicorn's ``--forwarded-allow-ips``).
+  Unset, they are ignored (``--no-proxy-headers``): uvicorn's own default trusts
+  127.0.0.1, which would let any local process, or a proxy that forwards the client's
+  header unchanged, choose the address that rate limits key on.
+- ``--limit-concurrency`` (``CODEX_LIMIT_CONCURRENCY``, default: half the open-files
+  limit, at most 1,000): past it, new requests get 503 at once instead of queueing
+  until the process runs out of file descriptors.
+- ``--timeout-keep-alive`` (``CODEX_KEEPALIVE_SECONDS``, default 5) and a graceful
+  shutdown timeout.
+
+uvicorn has no timeout for reading request headers or a body: a client that never
+finishes its request holds its connection. In production a reverse proxy (nginx,
+``deploy/nginx/``) reads whole requests before they reach uvicorn.
+"""
+
+import os
+import resource
+import sys
+from collections.abc import Mapping, Sequence
+
+APP = "codex_site.asgi:application"
+
+
+def _int(environ: Mapping[str, str], name: str, default: int) -> int:
+    value = environ.get(name, "").strip()
+    if not value:
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        raise SystemExit(f"Agent Codex refuses to start: {name} must be an integer, not {value!r}") from None
+    if number < 1:
+        raise SystemExit(f"Agent Codex refuses to start: {name} must be at least 1, not {number}")
+    return number
+
+
+def default_concurrency_limit() -> int:
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return 1_000
+    return max(16, min(1_000, soft // 2))
+
+
+def uvicorn_args(environ: Mapping[str, str], extra: Sequence[str] = ()) -> list[str]:
+    """uvicorn's command-line arguments (after the program name) for this environment."""
+    args = [APP]
+    proxies = [item.strip() for item in environ.get("CODEX_TRUSTED_PROXIES", "").split(",") if item.strip()]
+    if proxies:
+        args += ["--proxy-headers", "--forwarded-allow-ips", ",".join(proxies)]
+    else:
+        args += ["--no-proxy-headers"]
+    args += ["--limit-concurrency", str(_int(environ, "CODEX_LIMIT_CONCURRENCY", default_concurrency_limit()))]
+    args += ["--timeout-keep-alive", str(_int(environ, "CODEX_KEEPALIVE_SECONDS", 5))]
+    args += ["--timeout-graceful-shutdown", "10", "--no-server-header"]
+    return args + list(extra)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    extra = list(sys.argv[1:] if argv is None else argv)
+    args = uvicorn_args(os.environ, extra)
+    # exec, so that uvicorn is the process a supervisor signals.
+    os.execv(sys.executable, [sys.executable, "-m", "uvicorn", *args])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,122 @@
+"""How uvicorn is started (codex_site.serve): proxy headers only from configured
+proxies, and a concurrency limit that answers 503."""
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx2
+from django.test import SimpleTestCase
+
+from codex_site.serve import uvicorn_args
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class ArgumentsTest(SimpleTestCase):
+    def test_proxy_headers_are_off_unless_proxies_are_configured(self) -> None:
+        args = uvicorn_args({})
+        self.assertIn("--no-proxy-headers", args)
+        self.assertNotIn("--forwarded-allow-ips", args)
+        args = uvicorn_args({"CODEX_TRUSTED_PROXIES": "10.0.0.5, 10.0.0.6"})
+        self.assertIn("--proxy-headers", args)
+        self.assertEqual(args[args.index("--forwarded-allow-ips") + 1], "10.0.0.5,10.0.0.6")
+
+    def test_concurrency_and_keep_alive_are_bounded(self) -> None:
+        args = uvicorn_args({"CODEX_LIMIT_CONCURRENCY": "50", "CODEX_KEEPALIVE_SECONDS": "3"})
+        self.assertEqual(args[args.index("--limit-concurrency") + 1], "50")
+        self.assertEqual(args[args.index("--timeout-keep-alive") + 1], "3")
+        self.assertGreaterEqual(int(uvicorn_args({})[uvicorn_args({}).index("--limit-concurrency") + 1]), 16)
+        with self.assertRaises(SystemExit):
+            uvicorn_args({"CODEX_LIMIT_CONCURRENCY": "many"})
+
+
+class ServedProcessTest(SimpleTestCase):
+    """The real entry point, as `make run` and the systemd units start it."""
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        super().setUpClass()
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.port = free_port()
+        cls.base = f"http://127.0.0.1:{cls.port}"
+        cls.env = {
+            key: value
+            for key, value in os.environ.items()
+            if key not in {"DATABASE_URL", "DJANGO_DEBUG", "CODEX_TRUSTED_PROXIES"}
+        }
+        cls.env.update(
+            SECRET_KEY="serve-test-" + "k" * 40,
+            CODEX_VAR_DIR=cls.tmp.name,
+            CODEX_PUBLIC_URL=cls.base,
+            CODEX_DCR_RATE_LIMIT="1",
+            CODEX_LIMIT_CONCURRENCY="3",
+            CODEX_LOG_LEVEL="ERROR",
+        )
+        subprocess.run(
+            [sys.executable, "manage.py", "migrate", "--noinput"],
+            cwd=ROOT,
+            env=cls.env,
+            check=True,
+            capture_output=True,
+            timeout=180,
+        )
+        cls.process = subprocess.Popen(
+            [sys.executable, "-m", "codex_site.serve", "--host", "127.0.0.1", "--port", str(cls.port)],
+            cwd=ROOT,
+            env=cls.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx2.get(cls.base + "/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx2.TransportError:
+                pass
+            if time.monotonic() > deadline or cls.process.poll() is not None:
+                raise RuntimeError("codex_site.serve did not start")
+            time.sleep(0.2)
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        cls.process.terminate()
+        cls.process.wait(timeout=20)
+        cls.tmp.cleanup()
+        super().tearDownClass()
+
+    def register(self, forwarded_for: str) -> int:
+        body = {
+            "redirect_uris": ["http://127.0.0.1:9/cb"],
+            "grant_types": ["authorization_code", "refresh_token"],
+            "token_endpoint_auth_method": "none",
+        }
+        response = httpx2.post(self.base + "/o/register/", json=body, headers={"X-Forwarded-For": forwarded_for})
+        return response.status_code
+
+    def test_a_local_client_cannot_choose_its_address_with_x_forwarded_for(self) -> None:
+        # The limit is one registration per address per hour: a spoofed address would get a fresh count.
+        self.assertEqual([self.register("203.0.113.1"), self.register("203.0.113.2")], [201, 429])
+
+    def test_past_the_concurrency_limit_new_requests_get_503(self) -> None:
+        idle = [socket.create_connection(("127.0.0.1", self.port)) for _ in range(3)]
+        try:
+            time.sleep(0.3)
+            response = httpx2.get(self.base + "/healthz", timeout=5)
+            self.assertEqual(response.status_code, 503)
+        finally:
+            for sock in idle:
+                sock.close()
+        time.sleep(0.3)
+        self.assertEqual(httpx2.get(self.base + "/healthz", timeout=5).status_code, 200)
