@@ -5,7 +5,9 @@ import uuid
 from dataclasses import dataclass
 
 from django.core import signing
-from django.db.models import QuerySet
+from django.db import connection
+from django.db.models import Q, QuerySet
+from django.db.models.expressions import RawSQL
 from django.db.models.functions import Substr
 
 from notebook.exceptions import InvalidArgument, NotFound
@@ -17,6 +19,13 @@ NOT_FOUND_MESSAGE = "no entry with this id exists in your codex"
 
 EXCERPT_CHARS = 160
 CANDIDATES_PER_PAGE = 100
+# Trigram indexes (migration 0002) serve queries of at least this many characters.
+TRIGRAM_MIN_CHARS = 3
+# The ids of entries whose FTS5 trigram row matches a phrase (SQLite, migration 0002).
+_SQLITE_TRIGRAM_MATCH = (
+    "SELECT k.entry_id FROM notebook_entry_trigram_key k WHERE k.rowid IN "
+    "(SELECT rowid FROM notebook_entry_trigram WHERE notebook_entry_trigram MATCH %s)"
+)
 _CURSOR_SALT = "notebook.search.cursor.v1"
 _BAD_CURSOR = (
     "cursor is not valid for this search: it was altered, comes from another codex, "
@@ -75,16 +84,51 @@ def _matches(entry: Entry, normalized_query: str) -> bool:
     )
 
 
+def _query_prefilter(normalized_query: str) -> Q:
+    """Entries whose title, content or tags contain ``normalized_query``, by trigram index.
+
+    A superset of the matches (it may span two tags), which ``_matches`` then
+    narrows exactly. The columns are already normalized, so a case-sensitive
+    LIKE is right, and pg_trgm's GIN indexes serve it; on SQLite the FTS5
+    trigram table answers a phrase query: its consecutive trigrams, a substring.
+    """
+    if connection.vendor == "sqlite":
+        phrase = '"' + normalized_query.replace('"', '""') + '"'
+        return Q(id__in=RawSQL(_SQLITE_TRIGRAM_MATCH, [phrase]))
+    # Django escapes %, _ and \ in ``contains``.
+    return (
+        Q(search_title__contains=normalized_query)
+        | Q(search_content__contains=normalized_query)
+        | Q(search_tags_text__contains=normalized_query)
+    )
+
+
 def _candidates(codex: Codex, params: SearchParams, after: uuid.UUID | None) -> QuerySet[Entry]:
-    """The codex's entries after the cursor in id order, narrowed by the exact filters' indexes."""
+    """The page's candidates in id order after the cursor, narrowed by indexes.
+
+    The tag and related-agent filters are exact; a query of at least three
+    characters narrows by trigram (a superset, re-checked by ``_matches``). A
+    shorter query has no trigram, so its candidates stay the codex's entries.
+    Which plan serves a cursor never changes, since the cursor is bound to the filters.
+    """
     candidates = Entry.objects.filter(codex=codex)
     if after is not None:
         candidates = candidates.filter(id__gt=after)
-    if params.tag is not None:
-        candidates = candidates.filter(tag_rows__value=params.tag)
-    if params.related_agent_id is not None:
-        candidates = candidates.filter(related_agent_rows__value=params.related_agent_id)
-    deferred = ["content", "provenance"] if params.query else ["content", "provenance", "search_content"]
+    # Each index row is bounded on its own codex and entry columns (one filter()
+    # call, one join), so the database can walk the (codex, value, entry) index in
+    # entry order from the cursor instead of collecting every row with the value.
+    for relation, value in [("tag_rows", params.tag), ("related_agent_rows", params.related_agent_id)]:
+        if value is not None:
+            bounds = {f"{relation}__codex": codex, f"{relation}__value": value}
+            if after is not None:
+                bounds[f"{relation}__entry_id__gt"] = after
+            candidates = candidates.filter(**bounds)
+    normalized_query = normalize_for_search(params.query)
+    if len(normalized_query) >= TRIGRAM_MIN_CHARS:
+        candidates = candidates.filter(_query_prefilter(normalized_query))
+    deferred = ["content", "provenance", "search_tags_text"]
+    if not params.query:
+        deferred.append("search_content")
     return candidates.defer(*deferred).annotate(excerpt=Substr("content", 1, EXCERPT_CHARS)).order_by("id")
 
 
@@ -94,7 +138,8 @@ def entry_search(*, codex: Codex, params: SearchParams) -> SearchPage:
     Unfiltered: the next ``limit`` entries. Filtered: at most 100 candidates are
     examined, stopping once ``limit`` match; the cursor continues right after the
     last one examined, so following cursors to the end yields every entry that
-    matched throughout, exactly once.
+    matched throughout, exactly once. Candidates are narrowed by the indexes
+    (``_candidates``), so a rare tag, agent or word is listed in full on one page.
     """
     after = _decode_cursor(codex, params)
     candidates = _candidates(codex, params, after)
