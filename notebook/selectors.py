@@ -117,19 +117,24 @@ def _candidates(codex: Codex, params: SearchParams, after: uuid.UUID | None) -> 
     # Each index row is bounded on its own codex and entry columns (one filter()
     # call, one join), so the database can walk the (codex, value, entry) index in
     # entry order from the cursor instead of collecting every row with the value.
-    for relation, value in [("tag_rows", params.tag), ("related_agent_rows", params.related_agent_id)]:
+    # Ordering by that index's entry column (the same id) lets SQLite skip a sort too.
+    order = "id"
+    for relation, value in [("related_agent_rows", params.related_agent_id), ("tag_rows", params.tag)]:
         if value is not None:
             bounds = {f"{relation}__codex": codex, f"{relation}__value": value}
             if after is not None:
                 bounds[f"{relation}__entry_id__gt"] = after
             candidates = candidates.filter(**bounds)
+            order = f"{relation}__entry_id"
     normalized_query = normalize_for_search(params.query)
-    if len(normalized_query) >= TRIGRAM_MIN_CHARS:
+    # U+0000 cannot be sent to PostgreSQL (nor stored in any searched field); such a
+    # query keeps the plain scan, which finds nothing, correctly.
+    if len(normalized_query) >= TRIGRAM_MIN_CHARS and "\x00" not in normalized_query:
         candidates = candidates.filter(_query_prefilter(normalized_query))
     deferred = ["content", "provenance", "search_tags_text"]
     if not params.query:
         deferred.append("search_content")
-    return candidates.defer(*deferred).annotate(excerpt=Substr("content", 1, EXCERPT_CHARS)).order_by("id")
+    return candidates.defer(*deferred).annotate(excerpt=Substr("content", 1, EXCERPT_CHARS)).order_by(order)
 
 
 def entry_search(*, codex: Codex, params: SearchParams) -> SearchPage:

@@ -91,11 +91,22 @@ FIXED_QUERIES = [
     "hay\nneedle",
     "needle hay needle hay",
     "zzz-not-there",
+    "\x00",
+    "nee\x00dle",
+    "needle\x00",
+    "\t",
+    "hay\tneedle",
+    "\x1f\x7f\x9f",
 ]
 
 
 def random_text(rng: random.Random, pieces: int) -> str:
     return "".join(rng.choice(PIECES) for _ in range(pieces))
+
+
+def random_content(rng: random.Random, pieces: int) -> str:
+    """Like ``random_text``, with the tabs and newlines content (unlike titles and tags) may hold."""
+    return "".join(rng.choice(PIECES) + rng.choice(["", "", "", "\t", "\n"]) for _ in range(pieces))
 
 
 def plain_scan(entries: list[Entry], query: str) -> list[uuid.UUID]:
@@ -119,7 +130,7 @@ class IndexedSearchAgreesWithPlainScanTest(NotebookTestCase):
         entries = []
         for i in range(240):
             tags = list(dict.fromkeys(random_text(rng, rng.randint(1, 3)) for _ in range(rng.randint(0, 3))))
-            entry = {"content": random_text(rng, rng.randint(1, 12)), "tags": tags}
+            entry = {"content": random_content(rng, rng.randint(1, 12)), "tags": tags}
             if rng.random() < 0.6:
                 entry["title"] = random_text(rng, rng.randint(1, 4))
             entries.append(
@@ -129,7 +140,7 @@ class IndexedSearchAgreesWithPlainScanTest(NotebookTestCase):
             services.entry_save(codex=cls.bob_codex, request_id=f"r{i}", data=parse_entry_input(entry))
         # Edits and deletions must reach the index (triggers on SQLite).
         for entry in entries[:40]:
-            replacement = {"content": random_text(rng, rng.randint(1, 8)), "tags": [random_text(rng, 2)]}
+            replacement = {"content": random_content(rng, rng.randint(1, 8)), "tags": [random_text(rng, 2)]}
             services.entry_update(
                 codex=cls.alice_codex,
                 entry_id=entry.id,
