@@ -9,6 +9,11 @@ text) and its rowids come from a small key table with an ``INTEGER PRIMARY KEY``
 because the entry table's own implicit rowids may change on VACUUM.
 
 Both are only prefilters: ``notebook.selectors`` re-checks every candidate exactly.
+
+A later migration that makes SQLite rebuild ``notebook_entry`` (most column changes do)
+drops these triggers with the old table: such a migration must run
+``drop_trigram_index`` before and ``create_trigram_index`` after its change
+(the search tests fail otherwise, since saved entries would not reach the index).
 """
 
 from django.db import migrations, models
