@@ -147,28 +147,41 @@ def entry_search(*, codex: Codex, params: SearchParams) -> SearchPage:
     (``_candidates``), so a rare tag, agent or word is listed in full on one page.
     """
     after = _decode_cursor(codex, params)
-    candidates = _candidates(codex, params, after)
 
     if not params.filtered:
-        rows = list(candidates[: params.limit + 1])
+        rows = list(_candidates(codex, params, after)[: params.limit + 1])
         entries = rows[: params.limit]
-        has_more = len(rows) > params.limit
-        scanned = len(entries)
-        last = entries[-1] if entries else None
-    else:
-        rows = list(candidates[: CANDIDATES_PER_PAGE + 1])
-        examined = rows[:CANDIDATES_PER_PAGE]
-        normalized_query = normalize_for_search(params.query)
-        entries = []
-        scanned = 0
-        for candidate in examined:
-            scanned += 1
+        next_after = entries[-1].id if entries else None
+        return _page(codex, params, entries, scanned=len(entries), has_more=len(rows) > params.limit, last=next_after)
+
+    normalized_query = normalize_for_search(params.query)
+    entries: list[Entry] = []
+    scanned = 0
+    last = after
+    # Indexed candidates nearly always match, so the first fetch asks for just enough
+    # for a full page (plus one, to learn whether more remain); only when some fail the
+    # exact check does a second fetch bring the rest of the page's 100 candidates.
+    size = min(params.limit, CANDIDATES_PER_PAGE)
+    while True:
+        rows = list(_candidates(codex, params, last)[: size + 1])
+        examined = 0
+        for candidate in rows[:size]:
+            examined += 1
+            last = candidate.id
             if not params.query or _matches(candidate, normalized_query):
                 entries.append(candidate)
                 if len(entries) == params.limit:
                     break
-        has_more = len(rows) > scanned
-        last = rows[scanned - 1] if scanned else None
+        scanned += examined
+        has_more = len(rows) > examined
+        if not has_more or len(entries) == params.limit or scanned == CANDIDATES_PER_PAGE:
+            return _page(codex, params, entries, scanned=scanned, has_more=has_more, last=last)
+        size = CANDIDATES_PER_PAGE - scanned
 
-    next_cursor = _encode_cursor(codex, params, last.id) if has_more and last is not None else None
+
+def _page(
+    codex: Codex, params: SearchParams, entries: list[Entry], *, scanned: int, has_more: bool, last: uuid.UUID | None
+) -> SearchPage:
+    """The page, with a cursor continuing right after ``last`` when more remain."""
+    next_cursor = _encode_cursor(codex, params, last) if has_more and last is not None else None
     return SearchPage(entries=entries, next_cursor=next_cursor, scanned=scanned, has_more=has_more)

@@ -13,6 +13,7 @@ and EXPLAIN ANALYZE of the rare searches' candidate queries.
 """
 
 import argparse
+import itertools
 import os
 import statistics
 import sys
@@ -94,14 +95,13 @@ def fill(codex, entries: int) -> None:
             cursor.execute(statement.replace("%(rare_word)s", RARE_WORD), params)
 
 
-def timed(work: Callable[[], object], repeat: int) -> tuple[list[float], object]:
+def timed(work: Callable[[], object], repeat: int) -> list[float]:
     samples = []
-    result = None
     for _ in range(repeat):
         started = time.perf_counter()
-        result = work()
+        work()
         samples.append((time.perf_counter() - started) * 1000)
-    return samples, result
+    return samples
 
 
 def calls_to_list_all(codex, **filters) -> tuple[int, int]:
@@ -133,14 +133,15 @@ def explain(codex, **filters) -> str:
         return "\n".join(row[0] for row in cursor.fetchall())
 
 
-def operations(codex, repeat: int) -> dict[str, tuple[list[float], object]]:
+def operations(codex, repeat: int) -> dict[str, Callable[[], object]]:
+    """Each measured operation as a call of the service or selector function."""
     from notebook import services
     from notebook.models import Entry
     from notebook.selectors import entry_get, entry_search
     from notebook.validation import parse_entry_input, parse_search_params
 
     ids = list(Entry.objects.filter(codex=codex).order_by("?").values_list("id", flat=True)[:repeat])
-    ids_iter = iter(ids * 2)
+    ids_iter = itertools.cycle(ids)
 
     def search(**kwargs):
         return lambda: entry_search(codex=codex, params=parse_search_params(**kwargs))
@@ -162,21 +163,30 @@ def operations(codex, repeat: int) -> dict[str, tuple[list[float], object]]:
             expected_revision=target.revision,
             data=parse_entry_input({"content": f"revised note {target.revision}", "tags": ["t2"]}),
         )
-        return target
 
     return {
-        "get": timed(lambda: entry_get(codex=codex, entry_id=next(ids_iter)), repeat),
-        "browse (limit 20)": timed(search(limit=20), repeat),
-        f"common tag {COMMON_TAG!r}": timed(search(tag=COMMON_TAG, limit=20), repeat),
-        f"rare tag {RARE_TAG!r}": timed(search(tag=RARE_TAG, limit=50), repeat),
-        f"related agent {RARE_AGENT!r}": timed(search(related_agent_id=RARE_AGENT, limit=50), repeat),
-        f"common query {COMMON_WORD!r}": timed(search(query=COMMON_WORD, limit=20), repeat),
-        f"rare query {RARE_WORD!r}": timed(search(query=RARE_WORD, limit=50), repeat),
-        "rare query + common tag": timed(search(query=RARE_WORD, tag="t7", limit=50), repeat),
-        "2-char query 'zq' (scan)": timed(search(query="zq", limit=50), repeat),
-        "save": timed(save, repeat),
-        "update": timed(update, repeat),
+        "get": lambda: entry_get(codex=codex, entry_id=next(ids_iter)),
+        "browse (limit 20)": search(limit=20),
+        f"common tag {COMMON_TAG!r}": search(tag=COMMON_TAG, limit=20),
+        f"rare tag {RARE_TAG!r}": search(tag=RARE_TAG, limit=50),
+        f"related agent {RARE_AGENT!r}": search(related_agent_id=RARE_AGENT, limit=50),
+        f"common query {COMMON_WORD!r}": search(query=COMMON_WORD, limit=20),
+        f"rare query {RARE_WORD!r}": search(query=RARE_WORD, limit=50),
+        "rare query + common tag": search(query=RARE_WORD, tag="t7", limit=50),
+        "2-char query 'zq' (scan)": search(query="zq", limit=50),
+        "save": save,
+        "update": update,
     }
+
+
+def statements(work: Callable[[], object]) -> int:
+    """How many SQL statements (savepoints and commit included) one call sends."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as captured:
+        work()
+    return len(captured)
 
 
 def main() -> None:
@@ -228,12 +238,19 @@ def main() -> None:
         f"database {size}"
     )
 
-    results = {"small": operations(small, args.repeat), "large": operations(large, args.repeat)}
+    results = {}
+    for label, codex in [("small", small), ("large", large)]:
+        results[label] = {name: timed(work, args.repeat) for name, work in operations(codex, args.repeat).items()}
+    counts = {name: statements(work) for name, work in operations(large, 1).items()}
     print()
-    print(f"{'operation (service/selector, no HTTP)':<36} {'small p50':>10} {'large p50':>10} {'large max':>10}  ms")
-    for name, (samples, _) in results["large"].items():
-        small_p50 = statistics.median(results["small"][name][0])
-        print(f"{name:<36} {small_p50:10.2f} {statistics.median(samples):10.2f} {max(samples):10.2f}")
+    print(
+        f"{'operation (service/selector, no HTTP)':<36} {'small p50':>10} {'large p50':>10} {'large max':>10}  ms  SQL"
+    )
+    for name, samples in results["large"].items():
+        small_p50 = statistics.median(results["small"][name])
+        print(
+            f"{name:<36} {small_p50:10.2f} {statistics.median(samples):10.2f} {max(samples):10.2f}  {counts[name]:5d}"
+        )
 
     print()
     print(f"calls (limit 50) to list every match in the {args.entries:,}-entry codex:")
