@@ -6,6 +6,10 @@
 #   make test                     migrations check, tests on SQLite, then on a
 #                                 throwaway PostgreSQL (scripts/with_postgres.sh)
 #   make test TEST_ARGS="tests.test_x -v 2"
+#   make bench                    the MCP tools against a no-op SDK server, with wrk,
+#                                 on SQLite (figures only; BENCH_ARGS="--duration 5")
+#   make bench-pg                 ... on a throwaway PostgreSQL
+#   make bench-scale              search/save/update in a 1,000,000-entry codex (PostgreSQL)
 #
 # CODEX_REQUIRE_POSTGRES=1 makes a missing PostgreSQL a hard failure for
 # `make test` (CI sets it); otherwise the PostgreSQL run is skipped with a
@@ -16,12 +20,13 @@ SHELL := /bin/bash
 
 PORT ?= 8000
 TEST_ARGS ?=
+BENCH_ARGS ?=
 CODEX_REQUIRE_POSTGRES ?=
 
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test bootstrap lint
+.PHONY: run test bootstrap lint bench bench-pg bench-scale
 
 bootstrap:
 	@bash scripts/bootstrap.sh
@@ -72,3 +77,14 @@ lint: bootstrap
 	$(VENV)/bin/python -m pip install -q ruff==0.17.6
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/ruff check .
+
+# Benchmarks print figures and never fail on speed. bench_mcp.py installs wrk
+# with apt-get when it is missing (as root).
+bench: bootstrap
+	$(PY) scripts/bench_mcp.py $(BENCH_ARGS)
+
+bench-pg: bootstrap
+	bash scripts/with_postgres.sh $(PY) scripts/bench_mcp.py $(BENCH_ARGS)
+
+bench-scale: bootstrap
+	bash scripts/with_postgres.sh $(PY) scripts/bench_scale.py $(BENCH_ARGS)

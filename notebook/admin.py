@@ -89,7 +89,7 @@ class EntryAdmin(ReadOnlyAdmin):
     list_filter = [("codex", admin.RelatedOnlyFieldListFilter), TagFilter]
     search_fields = ["=id", "title"]
     ordering = ["id"]
-    exclude = ["search_title", "search_content", "search_tags"]
+    exclude = ["search_title", "search_content", "search_tags", "search_tags_text"]
     inlines = [EntryRevisionInline]
 
     def get_search_results(self, request: HttpRequest, queryset: QuerySet[Entry], search_term: str):

@@ -16,6 +16,10 @@ from notebook.limits import (
     TITLE_MAX_CHARS,
 )
 
+# Joins an entry's normalized tags in ``Entry.search_tags_text``. Tags hold no
+# control characters, so a newline never comes from a tag itself.
+SEARCH_TAGS_SEPARATOR = "\n"
+
 
 class Codex(models.Model):
     """One person's notebook. Created on that person's first authorized call."""
@@ -42,7 +46,10 @@ class Entry(models.Model):
     ``tags``, ``related_agent_ids`` and ``provenance`` hold exactly what the
     agent sent (order kept). The ``search_*`` columns hold the NFKC-normalized,
     case-folded text that search compares against; they are derived on every
-    write by the services and never shown.
+    write by the services and never shown. ``search_tags_text`` is the same
+    normalized tags joined by newlines, one text column a trigram index can
+    cover (migration 0002); since a match must not span two tags, it only
+    narrows candidates and ``search_tags`` decides.
     """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
@@ -57,6 +64,7 @@ class Entry(models.Model):
     search_title = models.TextField(default="", blank=True)
     search_content = models.TextField(default="", blank=True)
     search_tags = models.JSONField(default=list)
+    search_tags_text = models.TextField(default="", blank=True)
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
 

@@ -6,7 +6,9 @@ import uuid
 from dataclasses import dataclass
 
 from django.core import signing
+from django.db import connection
 from django.db.models import Q, QuerySet
+from django.db.models.expressions import RawSQL
 from django.db.models.functions import Substr
 
 from notebook.exceptions import InvalidArgument, NotFound
@@ -17,6 +19,13 @@ from notebook.validation import SearchParams, canonical_json, normalize_for_sear
 # One message for "missing" and "someone else's", so the answer reveals nothing.
 NOT_FOUND_MESSAGE = "no entry with this id exists in your codex"
 
+# Trigram indexes (migration 0002) serve queries of at least this many characters.
+TRIGRAM_MIN_CHARS = 3
+# The ids of entries whose FTS5 trigram row matches a phrase (SQLite, migration 0002).
+_SQLITE_TRIGRAM_MATCH = (
+    "SELECT k.entry_id FROM notebook_entry_trigram_key k WHERE k.rowid IN "
+    "(SELECT rowid FROM notebook_entry_trigram WHERE notebook_entry_trigram MATCH %s)"
+)
 _CURSOR_SALT = "notebook.search.cursor.v1"
 _BAD_CURSOR = (
     "cursor is not valid for this search: it was altered, comes from another codex, "
@@ -81,22 +90,57 @@ def _matches(entry: Entry, normalized_query: str) -> bool:
     )
 
 
+def _query_prefilter(normalized_query: str) -> Q:
+    """Entries whose title, content or tags contain ``normalized_query``, by trigram index.
+
+    A superset of the matches (it may span two tags), which ``_matches`` then
+    narrows exactly. The columns are already normalized, so a case-sensitive
+    LIKE is right, and pg_trgm's GIN indexes serve it; on SQLite the FTS5
+    trigram table answers a phrase query: its consecutive trigrams, a substring.
+    """
+    if connection.vendor == "sqlite":
+        phrase = '"' + normalized_query.replace('"', '""') + '"'
+        return Q(id__in=RawSQL(_SQLITE_TRIGRAM_MATCH, [phrase]))
+    # Django escapes %, _ and \ in ``contains``.
+    return (
+        Q(search_title__contains=normalized_query)
+        | Q(search_content__contains=normalized_query)
+        | Q(search_tags_text__contains=normalized_query)
+    )
+
+
 def _candidates(codex: Codex, params: SearchParams, after: uuid.UUID | None) -> QuerySet[Entry]:
-    """The codex's entries after the cursor in id order, narrowed by the exact filters' indexes."""
+    """The page's candidates in id order after the cursor, narrowed by indexes.
+
+    The tag and related-agent filters are exact; a query of at least three
+    characters narrows by trigram (a superset, re-checked by ``_matches``). A
+    shorter query has no trigram, so its candidates stay the codex's entries.
+    Which plan serves a cursor never changes, since the cursor is bound to the filters.
+    """
     candidates = Entry.objects.filter(codex=codex)
     if after is not None:
         candidates = candidates.filter(id__gt=after)
-    # The joined index rows name the codex too (one filter() call: the same joined row),
-    # so every table in the query is narrowed to one codex: the (codex, value, entry)
-    # index serves the lookup, and a table distributed by codex stays on one shard.
-    if params.tag is not None:
-        candidates = candidates.filter(tag_rows__codex=codex, tag_rows__value=params.tag)
-    if params.related_agent_id is not None:
-        candidates = candidates.filter(
-            related_agent_rows__codex=codex, related_agent_rows__value=params.related_agent_id
-        )
-    deferred = ["content", "provenance"] if params.query else ["content", "provenance", "search_content"]
-    return candidates.defer(*deferred).annotate(excerpt=Substr("content", 1, EXCERPT_CHARS)).order_by("id")
+    # Each index row is bounded on its own codex and entry columns (one filter()
+    # call, one join), so the database can walk the (codex, value, entry) index in
+    # entry order from the cursor instead of collecting every row with the value.
+    # Ordering by that index's entry column (the same id) lets SQLite skip a sort too.
+    order = "id"
+    for relation, value in [("related_agent_rows", params.related_agent_id), ("tag_rows", params.tag)]:
+        if value is not None:
+            bounds = {f"{relation}__codex": codex, f"{relation}__value": value}
+            if after is not None:
+                bounds[f"{relation}__entry_id__gt"] = after
+            candidates = candidates.filter(**bounds)
+            order = f"{relation}__entry_id"
+    normalized_query = normalize_for_search(params.query)
+    # U+0000 cannot be sent to PostgreSQL (nor stored in any searched field); such a
+    # query keeps the plain scan, which finds nothing, correctly.
+    if len(normalized_query) >= TRIGRAM_MIN_CHARS and "\x00" not in normalized_query:
+        candidates = candidates.filter(_query_prefilter(normalized_query))
+    deferred = ["content", "provenance", "search_tags_text"]
+    if not params.query:
+        deferred.append("search_content")
+    return candidates.defer(*deferred).annotate(excerpt=Substr("content", 1, EXCERPT_CHARS)).order_by(order)
 
 
 def entry_search(*, codex: Codex, params: SearchParams) -> SearchPage:
@@ -105,33 +149,47 @@ def entry_search(*, codex: Codex, params: SearchParams) -> SearchPage:
     Unfiltered: the next ``limit`` entries. Filtered: at most 100 candidates are
     examined, stopping once ``limit`` match; the cursor continues right after the
     last one examined, so following cursors to the end yields every entry that
-    matched throughout, exactly once.
+    matched throughout, exactly once. Candidates are narrowed by the indexes
+    (``_candidates``), so a rare tag, agent or word is listed in full on one page.
     """
     after = _decode_cursor(codex, params)
-    candidates = _candidates(codex, params, after)
 
     if not params.filtered:
-        rows = list(candidates[: params.limit + 1])
+        rows = list(_candidates(codex, params, after)[: params.limit + 1])
         entries = rows[: params.limit]
-        has_more = len(rows) > params.limit
-        scanned = len(entries)
-        last = entries[-1] if entries else None
-    else:
-        rows = list(candidates[: CANDIDATES_PER_PAGE + 1])
-        examined = rows[:CANDIDATES_PER_PAGE]
-        normalized_query = normalize_for_search(params.query)
-        entries = []
-        scanned = 0
-        for candidate in examined:
-            scanned += 1
+        next_after = entries[-1].id if entries else None
+        return _page(codex, params, entries, scanned=len(entries), has_more=len(rows) > params.limit, last=next_after)
+
+    normalized_query = normalize_for_search(params.query)
+    entries: list[Entry] = []
+    scanned = 0
+    last = after
+    # Indexed candidates nearly always match, so the first fetch asks for just enough
+    # for a full page (plus one, to learn whether more remain); only when some fail the
+    # exact check does a second fetch bring the rest of the page's 100 candidates.
+    size = min(params.limit, CANDIDATES_PER_PAGE)
+    while True:
+        rows = list(_candidates(codex, params, last)[: size + 1])
+        examined = 0
+        for candidate in rows[:size]:
+            examined += 1
+            last = candidate.id
             if not params.query or _matches(candidate, normalized_query):
                 entries.append(candidate)
                 if len(entries) == params.limit:
                     break
-        has_more = len(rows) > scanned
-        last = rows[scanned - 1] if scanned else None
+        scanned += examined
+        has_more = len(rows) > examined
+        if not has_more or len(entries) == params.limit or scanned == CANDIDATES_PER_PAGE:
+            return _page(codex, params, entries, scanned=scanned, has_more=has_more, last=last)
+        size = CANDIDATES_PER_PAGE - scanned
 
-    next_cursor = _encode_cursor(codex, params, last.id) if has_more and last is not None else None
+
+def _page(
+    codex: Codex, params: SearchParams, entries: list[Entry], *, scanned: int, has_more: bool, last: uuid.UUID | None
+) -> SearchPage:
+    """The page, with a cursor continuing right after ``last`` when more remain."""
+    next_cursor = _encode_cursor(codex, params, last) if has_more and last is not None else None
     return SearchPage(entries=entries, next_cursor=next_cursor, scanned=scanned, has_more=has_more)
 
 

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from notebook import quotas
 from notebook.exceptions import Conflict, NotFound
-from notebook.models import Codex, Entry, EntryRelatedAgent, EntryRevision, EntryTag, RequestKey
+from notebook.models import SEARCH_TAGS_SEPARATOR, Codex, Entry, EntryRelatedAgent, EntryRevision, EntryTag, RequestKey
 from notebook.selectors import NOT_FOUND_MESSAGE
 from notebook.validation import EntryInput, normalize_for_search
 
@@ -43,6 +43,7 @@ def _apply(entry: Entry, data: EntryInput) -> None:
     entry.search_title = normalize_for_search(data.title or "")
     entry.search_content = normalize_for_search(data.content)
     entry.search_tags = [normalize_for_search(tag) for tag in data.tags]
+    entry.search_tags_text = SEARCH_TAGS_SEPARATOR.join(entry.search_tags)
 
 
 def _drop_index(entry: Entry) -> None:

@@ -1,29 +1,70 @@
-"""Benchmark the MCP endpoint over real HTTP and print figures (no pass/fail).
+"""Benchmark the MCP endpoint against the SDK's own limit, over real HTTP (figures, no pass/fail).
 
-Starts uvicorn (one worker) on 127.0.0.1 against a fresh database, then drives tools/call
-with raw JSON-RPC POSTs from concurrent clients and reports calls/s, latency percentiles
-and the server's resident memory.
+One run starts two uvicorn servers side by side with the same flags and worker count:
+the bare SDK anchor (``scripts/bench_noop_server.py``: one no-op tool) and the project
+(on a fresh SQLite database, or the one ``DATABASE_URL`` names). ``wrk`` then drives
+each with ``scripts/bench_mcp.lua`` (2026-07-28 requests: one POST per call with
+``Mcp-Method``/``Mcp-Name``/``MCP-Protocol-Version`` headers and the version in
+``params._meta``; every answer checked, errors counted) and this prints, for get, save
+(a fresh requestId per call), update (tracked revisions), search by tag and search by
+query, calls/s, p50, p99 and calls/s as a fraction of the no-op anchor, at each
+connection count. With two or more CPUs the servers run on CPU 0 and wrk on CPU 1.
 
-    .venv/bin/python scripts/bench_mcp.py                       # SQLite in a temp dir
-    DATABASE_URL=postgres://... .venv/bin/python scripts/bench_mcp.py
-    scripts/with_postgres.sh .venv/bin/python scripts/bench_mcp.py --calls 2000 --concurrency 16
+    .venv/bin/python scripts/bench_mcp.py                         # SQLite, 10 s per run, 8 and 32 connections
+    .venv/bin/python scripts/bench_mcp.py --duration 5 --connections 8
+    bash scripts/with_postgres.sh .venv/bin/python scripts/bench_mcp.py
+    .venv/bin/python scripts/bench_mcp.py --soak 300               # memory soak: mixed load, RSS every 10 s
+
+``make bench`` and ``make bench-pg`` run the first and third. wrk is the Debian package
+``wrk``; when it is missing and this runs as root, it is installed with apt-get.
 """
 
 import argparse
-import asyncio
 import datetime as dt
-import json
 import os
+import re
+import shutil
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+SCRIPTS = ROOT / "scripts"
+LUA = SCRIPTS / "bench_mcp.lua"
 sys.path.insert(0, str(ROOT))
+
+SCENARIOS = ["get", "save", "update", "search_tag", "search_query"]
+LABELS = {
+    "noop": "no-op tool (anchor)",
+    "get": "get",
+    "save": "save (fresh requestId)",
+    "update": "update (tracked revision)",
+    "search_tag": "search by tag (limit 20)",
+    "search_query": "search by query (limit 20)",
+    "mixed": "mixed",
+}
+SEED_ENTRIES = 1_000
+
+
+def ensure_wrk() -> str:
+    found = shutil.which("wrk")
+    if found:
+        return found
+    if os.geteuid() == 0 and shutil.which("apt-get"):
+        print("wrk is missing; installing the Debian package with apt-get", flush=True)
+        install = ["apt-get", "install", "-y", "-q", "wrk"]
+        if subprocess.run(install, stdout=subprocess.DEVNULL).returncode != 0:
+            subprocess.run(["apt-get", "update", "-q"], stdout=subprocess.DEVNULL, check=False)
+            subprocess.run(install, stdout=subprocess.DEVNULL, check=False)
+        found = shutil.which("wrk")
+    if not found:
+        raise SystemExit("bench_mcp.py needs wrk: apt-get install wrk (or your system's package)")
+    return found
 
 
 def free_port() -> int:
@@ -32,75 +73,84 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+def tree_rss_mib(pid: int) -> float:
+    """Resident memory of a process and its descendants (uvicorn workers), in MiB."""
+    total = 0
+    stack = [pid]
+    while stack:
+        current = stack.pop()
+        try:
+            for line in Path(f"/proc/{current}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+            for task in Path(f"/proc/{current}/task").iterdir():
+                stack.extend(int(child) for child in (task / "children").read_text().split())
+        except OSError:
+            continue
+    return total / 1024
 
 
-async def drive(url: str, token: str, calls: list[dict], concurrency: int) -> tuple[float, list[float], int]:
-    import httpx2
+class Uvicorn:
+    """One uvicorn server on a free port, optionally pinned to a CPU."""
 
-    headers = {
-        "Authorization": f"Bearer {token}",
-        "Accept": "application/json, text/event-stream",
-        "Content-Type": "application/json",
-        "MCP-Protocol-Version": "2025-06-18",
-    }
-    latencies: list[float] = []
-    errors = 0
-    queue: asyncio.Queue = asyncio.Queue()
-    for index, call in enumerate(calls):
-        queue.put_nowait((index, call))
+    def __init__(self, app: list[str], *, workers: int, cpu: int | None, env: dict[str, str]) -> None:
+        self.port = free_port()
+        command = [sys.executable, "-m", "uvicorn", *app, "--host", "127.0.0.1", "--port", str(self.port)]
+        command += ["--workers", str(workers), "--log-level", "warning", "--no-access-log"]
+        if cpu is not None:
+            command = ["taskset", "-c", str(cpu), *command]
+        self.process = subprocess.Popen(command, cwd=ROOT, env=env)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or self.process.poll() is not None:
+                    self.stop()
+                    raise SystemExit(f"uvicorn {app} did not start") from None
+                time.sleep(0.1)
+        time.sleep(0.5 * workers)  # let every worker finish importing before measuring
 
-    async def worker(http: httpx2.AsyncClient) -> None:
-        nonlocal errors
-        while not queue.empty():
-            index, call = queue.get_nowait()
-            body = {"jsonrpc": "2.0", "id": index, "method": "tools/call", "params": call}
-            started = time.perf_counter()
-            response = await http.post(url, content=json.dumps(body), headers=headers)
-            latencies.append(time.perf_counter() - started)
-            if response.status_code != 200 or response.json().get("result", {}).get("isError"):
-                errors += 1
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/mcp"
 
-    limits = httpx2.Limits(max_connections=concurrency)
-    async with httpx2.AsyncClient(timeout=60, limits=limits) as http:
-        started = time.perf_counter()
-        await asyncio.gather(*(worker(http) for _ in range(concurrency)))
-        elapsed = time.perf_counter() - started
-    return elapsed, latencies, errors
+    def rss(self) -> float:
+        return tree_rss_mib(self.process.pid)
 
-
-def report(label: str, elapsed: float, latencies: list[float], errors: int) -> None:
-    latencies = sorted(latencies)
-    p = lambda q: latencies[min(len(latencies) - 1, int(q * len(latencies)))] * 1000  # noqa: E731
-    print(
-        f"{label:<34} {len(latencies) / elapsed:8.1f} calls/s   p50 {p(0.5):6.1f} ms   "
-        f"p95 {p(0.95):6.1f} ms   p99 {p(0.99):6.1f} ms   mean {statistics.mean(latencies) * 1000:6.1f} ms"
-        f"   errors {errors}"
-    )
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--calls", type=int, default=600, help="calls per scenario")
-    parser.add_argument("--concurrency", type=int, default=8)
-    parser.add_argument("--repeat-get", type=int, default=1, help="run the get scenario this many times (profiling)")
-    args = parser.parse_args()
+def run_wrk(
+    wrk: str, url: str, scenario: str, *, token: str, id_file: str, connections: int, duration: int, cpu: int | None
+) -> dict[str, float]:
+    command = [wrk, "-t1", f"-c{connections}", f"-d{duration}s", "--timeout", "30s", "-s", str(LUA), url, "--"]
+    command += [scenario, token, id_file, uuid.uuid4().hex[:12]]
+    if cpu is not None:
+        command = ["taskset", "-c", str(cpu), *command]
+    output = subprocess.run(command, capture_output=True, text=True, check=False)
+    match = re.search(r"^BENCH (.*)$", output.stdout, re.MULTILINE)
+    if not match:
+        print(output.stdout, output.stderr, file=sys.stderr)
+        raise SystemExit(f"wrk did not report ({scenario}, {connections} connections)")
+    figures = {key: float(value) for key, value in (pair.split("=") for pair in match.group(1).split())}
+    figures["rate"] = figures["requests"] / (figures["duration_us"] / 1e6)
+    return figures
 
-    var = tempfile.mkdtemp(prefix="codex-bench-")
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    env = dict(
-        os.environ,
-        DJANGO_DEBUG="0",
-        SECRET_KEY="bench-" + "k" * 50,
-        CODEX_VAR_DIR=var,
-        CODEX_PUBLIC_URL=base,
-        CODEX_LOG_LEVEL="WARNING",
-    )
+
+def setup_database(env: dict[str, str]) -> tuple[str, list[str], list[str]]:
+    """Migrate, create the bench user and token, and seed entries through the services.
+
+    Returns the token, the ids get reads, and the ids update owns (one per possible
+    connection, twice over, so a free entry always exists).
+    """
     os.environ.update(env)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "codex_site.settings")
     import django
@@ -108,90 +158,169 @@ def main() -> None:
     django.setup()
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
-
-    from authserver.tokens import mint_access_token
-
-    call_command("migrate", verbosity=0)
-    user = get_user_model().objects.create_user("bench")
-    token = mint_access_token(user=user, scopes=["notes:read", "notes:write"], lifetime=dt.timedelta(hours=2))
     from django.db import connections
 
+    from authserver.tokens import mint_access_token
+    from notebook import services
+    from notebook.validation import parse_entry_input
+
+    call_command("migrate", verbosity=0)
+    user = get_user_model().objects.create_user(f"bench-{uuid.uuid4().hex[:8]}")
+    token = mint_access_token(user=user, scopes=["notes:read", "notes:write"], lifetime=dt.timedelta(hours=6))
+    codex = services.codex_for_user(user=user)
+    ids = []
+    for i in range(SEED_ENTRIES):
+        words = "the rollback step" if i % 10 == 0 else "the launch checklist"
+        entry = {"content": f"Seeded note {i} about {words}.", "tags": [f"t{i % 10}"]}
+        ids.append(str(services.entry_save(codex=codex, request_id=f"seed-{i}", data=parse_entry_input(entry)).id))
     connections.close_all()
+    return token, ids[:200], ids[200:]
 
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "codex_site.asgi:application",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--log-level",
-            "warning",
-            "--no-access-log",
-        ],
-        cwd=ROOT,
-        env=env,
+
+def write_id_file(path: str, ids: list[str]) -> None:
+    """``id revision`` lines, revisions read fresh so a new wrk run starts in step."""
+    from django.db import connections
+
+    from notebook.models import Entry
+
+    revisions = dict(Entry.objects.filter(id__in=ids).values_list("id", "revision"))
+    connections.close_all()
+    Path(path).write_text("".join(f"{i} {revisions[uuid.UUID(i)]}\n" for i in ids))
+
+
+def soak(wrk: str, project: Uvicorn, *, token: str, id_file: str, connections: int, seconds: int, cpu) -> None:
+    print(f"memory soak: {seconds} s of mixed load at {connections} connections, RSS every 10 s")
+    samples = [project.rss()]
+    result: dict[str, dict[str, float]] = {}
+
+    def load() -> None:
+        result["mixed"] = run_wrk(
+            wrk,
+            project.url,
+            "mixed",
+            token=token,
+            id_file=id_file,
+            connections=connections,
+            duration=seconds,
+            cpu=cpu,
+        )
+
+    worker = threading.Thread(target=load)
+    worker.start()
+    started = time.monotonic()
+    while worker.is_alive():
+        worker.join(timeout=10)
+        samples.append(project.rss())
+        print(f"  {time.monotonic() - started:5.0f} s  RSS {samples[-1]:7.1f} MiB", flush=True)
+    figures = result.get("mixed", {})
+    start, end, peak = samples[0], samples[-1], max(samples)
+    print(
+        f"RSS start {start:.1f} MiB, end {end:.1f} MiB, max {peak:.1f} MiB, change {100 * (end - start) / start:+.1f}%"
+        f"; {figures.get('rate', 0):.0f} calls/s, errors {figures.get('errors', 0):.0f}"
     )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--duration", type=int, default=10, help="seconds per wrk run (default 10)")
+    parser.add_argument("--connections", default="8,32", help="comma-separated connection counts (default 8,32)")
+    parser.add_argument("--workers", type=int, default=1, help="uvicorn workers for both servers (default 1)")
+    parser.add_argument("--scenarios", default=",".join(SCENARIOS), help="comma-separated subset of " + str(SCENARIOS))
+    parser.add_argument("--soak", type=int, metavar="SECONDS", help="run only the memory soak, for SECONDS (e.g. 300)")
+    args = parser.parse_args()
+    connection_counts = [int(count) for count in args.connections.split(",")]
+    scenarios = [name for name in args.scenarios.split(",") if name]
+    unknown = set(scenarios) - set(SCENARIOS)
+    if unknown:
+        raise SystemExit(f"unknown scenarios: {sorted(unknown)}")
+
+    wrk = ensure_wrk()
+    pinned = len(os.sched_getaffinity(0)) >= 2 and shutil.which("taskset") is not None
+    server_cpu, wrk_cpu = (0, 1) if pinned else (None, None)
+
+    var = tempfile.mkdtemp(prefix="codex-bench-")
+    base_port = free_port()
+    env = dict(
+        os.environ,
+        DJANGO_DEBUG="0",
+        SECRET_KEY="bench-" + "k" * 50,
+        CODEX_VAR_DIR=var,
+        # Any port: Host is checked against ALLOWED_HOSTS (127.0.0.1), not the port.
+        CODEX_PUBLIC_URL=f"http://127.0.0.1:{base_port}",
+        CODEX_LOG_LEVEL="WARNING",
+    )
+    token, get_ids, update_ids = setup_database(env)
+    get_file = os.path.join(var, "get-ids.txt")
+    update_file = os.path.join(var, "update-ids.txt")
+    Path(get_file).write_text("".join(f"{i} 1\n" for i in get_ids))
+    update_ids = update_ids[: 2 * max(connection_counts)]
+
+    database = os.environ.get("DATABASE_URL", "sqlite (temp file)").split("@")[-1]
+    print(
+        f"database: {database}; {args.duration} s per run; uvicorn --workers {args.workers}; "
+        + ("servers on CPU 0, wrk on CPU 1" if pinned else "no CPU pinning (fewer than 2 CPUs or no taskset)")
+    )
+    noop = Uvicorn(["--app-dir", str(SCRIPTS), "bench_noop_server:app"], workers=args.workers, cpu=server_cpu, env=env)
+    project = Uvicorn(["codex_site.asgi:application"], workers=args.workers, cpu=server_cpu, env=env)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise SystemExit("uvicorn did not start") from None
-                time.sleep(0.1)
-        url = base + "/mcp"
-        database = os.environ.get("DATABASE_URL", "sqlite").split("@")[-1]
-        print(f"database: {database}; {args.calls} calls per scenario, {args.concurrency} concurrent clients")
-        print(f"server RSS at start: {rss_mib(server.pid):.0f} MiB")
-
-        content = "Field note about the launch checklist and its rollback step. " * 8
-        saves = [
-            {
-                "name": "field_notes_save",
-                "arguments": {
-                    "requestId": f"bench-{i}",
-                    "entry": {"content": f"{content} #{i}", "tags": [f"t{i % 10}"]},
-                },
-            }
-            for i in range(args.calls)
-        ]
-        report("save (new entries)", *asyncio.run(drive(url, token, saves, args.concurrency)))
-        report("save (replays)", *asyncio.run(drive(url, token, saves, args.concurrency)))
-
-        from notebook.models import Entry
-
-        ids = [str(pk) for pk in Entry.objects.values_list("id", flat=True)[:50]]
-        connections.close_all()
-        gets = [{"name": "field_notes_get", "arguments": {"id": ids[i % len(ids)]}} for i in range(args.calls)]
-        for _ in range(args.repeat_get):
-            report("get", *asyncio.run(drive(url, token, gets, args.concurrency)))
-        browse = [{"name": "field_notes_search", "arguments": {"limit": 20}} for _ in range(args.calls)]
-        report("search, unfiltered, limit 20", *asyncio.run(drive(url, token, browse, args.concurrency)))
-        scan = [
-            {"name": "field_notes_search", "arguments": {"query": "no such words", "limit": 50}}
-            for _ in range(args.calls)
-        ]
-        report("search, query scanning 100", *asyncio.run(drive(url, token, scan, args.concurrency)))
-        by_tag = [{"name": "field_notes_search", "arguments": {"tag": "t3", "limit": 50}} for _ in range(args.calls)]
-        report("search, tag filter", *asyncio.run(drive(url, token, by_tag, args.concurrency)))
-        updates = [
-            {
-                "name": "field_notes_update",
-                "arguments": {"id": ids[i % len(ids)], "expectedRevision": 1, "entry": {"content": "x"}},
-            }
-            for i in range(len(ids))
-        ]
-        report("update (first per entry)", *asyncio.run(drive(url, token, updates, args.concurrency)))
-        print(f"server RSS at end: {rss_mib(server.pid):.0f} MiB")
+        print(f"RSS at start: no-op {noop.rss():.1f} MiB, project {project.rss():.1f} MiB")
+        if args.soak:
+            write_id_file(update_file, update_ids)
+            soak(
+                wrk,
+                project,
+                token=token,
+                id_file=update_file,
+                connections=connection_counts[-1],
+                seconds=args.soak,
+                cpu=wrk_cpu,
+            )
+            return
+        print()
+        print(f"{'scenario':<28} {'conns':>5} {'calls/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'vs no-op':>9} {'errors':>7}")
+        for connections in connection_counts:
+            anchor = run_wrk(
+                wrk,
+                noop.url,
+                "noop",
+                token=token,
+                id_file="-",
+                connections=connections,
+                duration=args.duration,
+                cpu=wrk_cpu,
+            )
+            rows = [("noop", anchor)]
+            for scenario in scenarios:
+                if scenario == "update":
+                    write_id_file(update_file, update_ids)
+                rows.append(
+                    (
+                        scenario,
+                        run_wrk(
+                            wrk,
+                            project.url,
+                            scenario,
+                            token=token,
+                            id_file=update_file if scenario == "update" else get_file,
+                            connections=connections,
+                            duration=args.duration,
+                            cpu=wrk_cpu,
+                        ),
+                    )
+                )
+            for scenario, figures in rows:
+                errors = figures["errors"] + figures["socket_errors"]
+                print(
+                    f"{LABELS[scenario]:<28} {connections:>5} {figures['rate']:9.1f} {figures['p50_us'] / 1000:8.1f} "
+                    f"{figures['p99_us'] / 1000:8.1f} {figures['rate'] / anchor['rate']:9.3f} {errors:7.0f}",
+                    flush=True,
+                )
+        print()
+        print(f"RSS at end: no-op {noop.rss():.1f} MiB, project {project.rss():.1f} MiB")
     finally:
-        server.terminate()
-        server.wait(timeout=20)
+        noop.stop()
+        project.stop()
+        shutil.rmtree(var, ignore_errors=True)
 
 
 if __name__ == "__main__":

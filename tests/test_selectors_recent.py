@@ -34,9 +34,17 @@ class EntryRecentTest(NotebookTestCase):
         rare = self.save(content="the one STRAẞE")
         for i in range(250):
             self.save(content=f"filler {i}")
-        ids, sizes = self.follow(max_scanned=100, query="straße")
+        # "ß" folds to "ss": under 3 characters, no trigram index narrows the candidates.
+        ids, sizes = self.follow(max_scanned=100, query="ß")
         self.assertEqual(ids, [rare.id])
         self.assertEqual(sizes[0], 0)  # an empty page with a cursor is normal
+
+    def test_a_rare_word_of_three_or_more_characters_is_on_the_first_page(self) -> None:
+        rare = self.save(content="the one STRAẞE")
+        for i in range(250):
+            self.save(content=f"filler {i}")
+        ids, sizes = self.follow(max_scanned=100, query="straße")
+        self.assertEqual((ids, sizes), ([rare.id], [1]))  # the trigram index narrows the candidates
 
     def test_filters_are_the_tools_and_never_reach_another_codex(self) -> None:
         tagged = self.save(content="x", tags=["Launch"], relatedAgentIds=["a"])

@@ -126,32 +126,48 @@ class SearchPagingTest(NotebookTestCase):
         self.assertIsNotNone(page.next_cursor)
 
     def test_filtered_pages_examine_at_most_100_candidates(self) -> None:
-        page = search(self.alice_codex, query="needle", limit=50)
+        # A two-character query has no trigram, so every entry is a candidate.
+        page = search(self.alice_codex, query="dl", limit=50)
         expected = [e for e in self.all_ids[:100] if e in set(self.needle_ids)]
         self.assertEqual(page.scanned, 100)
         self.assertTrue(page.has_more)
         self.assertEqual([e.id for e in page.entries], expected)
         self.assertLess(len(page.entries), 50)
 
+    def test_a_query_of_three_characters_or_more_examines_only_entries_containing_it(self) -> None:
+        page = search(self.alice_codex, query="needle", limit=50)
+        self.assertEqual([e.id for e in page.entries], self.needle_ids)
+        self.assertEqual((page.scanned, page.has_more, page.next_cursor), (len(self.needle_ids), False, None))
+
+    def test_a_tag_filter_examines_only_entries_with_the_tag(self) -> None:
+        page = search(self.alice_codex, tag="third", limit=50)
+        self.assertEqual(page.scanned, 50)
+        self.assertTrue(all("third" in entry.tags for entry in page.entries))
+
     def test_filtered_pages_stop_early_once_limit_matches(self) -> None:
-        page = search(self.alice_codex, query="needle", limit=2)
+        page = search(self.alice_codex, query="dl", limit=2)
         self.assertEqual(len(page.entries), 2)
         self.assertEqual(page.scanned, self.all_ids.index(page.entries[1].id) + 1)
         self.assertTrue(page.has_more)
 
     def test_a_filtered_page_may_be_empty_with_a_cursor(self) -> None:
-        page = search(self.alice_codex, query="no such text anywhere", limit=5)
+        page = search(self.alice_codex, query="qq", limit=5)
         self.assertEqual((page.entries, page.scanned, page.has_more), ([], 100, True))
         self.assertIsNotNone(page.next_cursor)
-        second = search(self.alice_codex, query="no such text anywhere", cursor=page.next_cursor)
-        third = search(self.alice_codex, query="no such text anywhere", cursor=second.next_cursor)
+        second = search(self.alice_codex, query="qq", cursor=page.next_cursor)
+        third = search(self.alice_codex, query="qq", cursor=second.next_cursor)
         self.assertEqual((third.scanned, third.has_more, third.next_cursor), (100, False, None))
+
+    def test_a_query_no_entry_contains_examines_nothing(self) -> None:
+        page = search(self.alice_codex, query="no such text anywhere", limit=5)
+        self.assertEqual((page.entries, page.scanned, page.has_more, page.next_cursor), ([], 0, False, None))
 
     def test_following_cursors_yields_every_match_exactly_once(self) -> None:
         for kwargs, expected in [
             ({}, self.all_ids),
             ({"limit": 7}, self.all_ids),
             ({"query": "needle", "limit": 3}, self.needle_ids),
+            ({"query": "dl", "limit": 3}, self.needle_ids),
             ({"query": "NEEDLE", "limit": 50}, self.needle_ids),
             ({"tag": "third", "limit": 13}, sorted(e.id for i, e in enumerate(self.entries) if i % 3 == 0)),
             (

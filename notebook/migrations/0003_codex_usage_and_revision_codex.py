@@ -1,7 +1,7 @@
 """Codex usage columns (for quotas) and codex_id on EntryRevision (so every notebook
 table can be distributed by codex), both backfilled from existing rows.
 
-Named 0003 to stay distinct from other branches' 0002; it depends only on 0001.
+Follows 0002 (the trigram search index).
 """
 
 import django.db.models.deletion
@@ -50,7 +50,7 @@ def backfill(apps, schema_editor) -> None:
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("notebook", "0001_initial"),
+        ("notebook", "0002_search_trigram"),
     ]
 
     operations = [

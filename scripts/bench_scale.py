@@ -1,0 +1,279 @@
+"""Search and write latency in one very large codex, on PostgreSQL (figures only, no pass/fail).
+
+Fills one codex with N entries (default 1,000,000) in a few SQL statements
+(generate_series: entries with their search_* columns, tag rows, agent rows, revision 1,
+request keys), plants a rare word, a rare tag and a rare related agent in exactly 10
+entries, and fills a small codex (1,000 entries) alike for comparison. Then it times the
+service and selector functions themselves (no HTTP) and prints p50/max per operation,
+how many calls an agent needs to list every entry holding the rare word, tag or agent,
+and EXPLAIN ANALYZE of the rare searches' candidate queries.
+
+    bash scripts/with_postgres.sh .venv/bin/python scripts/bench_scale.py
+    bash scripts/with_postgres.sh .venv/bin/python scripts/bench_scale.py --entries 100000 --repeat 30
+"""
+
+import argparse
+import itertools
+import os
+import statistics
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+RARE_WORD = "zyxwvutsr"
+RARE_TAG = "rare-tag"
+RARE_AGENT = "agent-rare"
+COMMON_WORD = "launch"  # in half the entries
+COMMON_TAG = "t3"  # in a tenth
+PLANTED = 10
+
+# One statement per table. %(codex)s, %(n)s and %(every)s are bound by the driver; an
+# entry is "planted" (rare word, tag and agent) when i % every == 7: exactly 10 of them.
+FILL = [
+    "DROP TABLE IF EXISTS bench_gen",
+    "CREATE TEMP TABLE bench_gen AS SELECT i, gen_random_uuid() AS id, (i %% %(every)s = 7) AS planted "
+    "FROM generate_series(1, %(n)s) AS i",
+    """
+    INSERT INTO notebook_entry (id, codex_id, revision, title, content, content_bytes, tags,
+        related_agent_ids, provenance, search_title, search_content, search_tags, search_tags_text,
+        created_at, updated_at)
+    SELECT id, %(codex)s, 1, title, content, octet_length(content), tags, agents, NULL,
+        coalesce(lower(title), ''), lower(content), tags,
+        array_to_string(ARRAY(SELECT jsonb_array_elements_text(tags)), E'\\n'),
+        now() - interval '1 day', now() - interval '1 day'
+    FROM (
+        SELECT id,
+            CASE WHEN i %% 3 = 0 THEN NULL ELSE format('Note %%s on the %%s', i, (ARRAY['Pump', 'Valve', 'Relay',
+                'Gauge', 'Fan'])[1 + i %% 5]) END AS title,
+            format('Field note %%s: %%s of the %%s unit, checked by crew %%s; readings nominal.%%s', i,
+                CASE WHEN i %% 2 = 0 THEN 'launch' ELSE 'deploy' END,
+                (ARRAY['north', 'south', 'east', 'west', 'central', 'harbour', 'summit'])[1 + i %% 7],
+                i %% 97, CASE WHEN planted THEN ' %(rare_word)s' ELSE '' END) AS content,
+            jsonb_build_array('t' || (i %% 10), 'topic-' || (i %% 1000))
+                || CASE WHEN planted THEN jsonb_build_array(%(rare_tag)s) ELSE '[]'::jsonb END AS tags,
+            jsonb_build_array('agent-' || (i %% 100))
+                || CASE WHEN planted THEN jsonb_build_array(%(rare_agent)s) ELSE '[]'::jsonb END AS agents
+        FROM bench_gen
+    ) AS generated
+    """,
+    "INSERT INTO notebook_entrytag (codex_id, entry_id, value) "
+    "SELECT codex_id, id, jsonb_array_elements_text(tags) FROM notebook_entry WHERE codex_id = %(codex)s",
+    "INSERT INTO notebook_entryrelatedagent (codex_id, entry_id, value) "
+    "SELECT codex_id, id, jsonb_array_elements_text(related_agent_ids) FROM notebook_entry WHERE codex_id = %(codex)s",
+    "INSERT INTO notebook_entryrevision (entry_id, revision, title, content, tags, related_agent_ids, provenance, "
+    "recorded_at) SELECT id, 1, title, content, tags, related_agent_ids, NULL, created_at "
+    "FROM notebook_entry WHERE codex_id = %(codex)s",
+    "INSERT INTO notebook_requestkey (codex_id, request_id, fingerprint, entry_id, created_at) "
+    "SELECT %(codex)s, 'fill-' || i, md5(id::text) || md5(i::text), id, now() FROM bench_gen",
+]
+TRIGRAM_INDEXES = {
+    "notebook_entry_title_trgm": "search_title",
+    "notebook_entry_content_trgm": "search_content",
+    "notebook_entry_tags_trgm": "search_tags_text",
+}
+
+
+def fill(codex, entries: int) -> None:
+    from django.db import connection
+
+    params = {
+        "codex": codex.pk,
+        "n": entries,
+        "every": max(entries // PLANTED, 8),
+        "rare_word": RARE_WORD,
+        "rare_tag": RARE_TAG,
+        "rare_agent": RARE_AGENT,
+    }
+    with connection.cursor() as cursor:
+        for statement in FILL:
+            # The rare word goes into a format() literal, so it is spliced in (a constant).
+            cursor.execute(statement.replace("%(rare_word)s", RARE_WORD), params)
+
+
+def timed(work: Callable[[], object], repeat: int) -> list[float]:
+    samples = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        work()
+        samples.append((time.perf_counter() - started) * 1000)
+    return samples
+
+
+def calls_to_list_all(codex, **filters) -> tuple[int, int]:
+    """Follow nextCursor to the end with limit 50; return (calls, entries listed)."""
+    from notebook.selectors import entry_search
+    from notebook.validation import parse_search_params
+
+    calls = listed = 0
+    cursor = None
+    while True:
+        page = entry_search(codex=codex, params=parse_search_params(limit=50, cursor=cursor, **filters))
+        calls += 1
+        listed += len(page.entries)
+        if not page.has_more or calls >= 50_000:
+            return calls, listed
+        cursor = page.next_cursor
+
+
+def explain(codex, **filters) -> str:
+    from django.db import connection
+
+    from notebook.limits import CANDIDATES_PER_PAGE
+    from notebook.selectors import _candidates
+    from notebook.validation import parse_search_params
+
+    queryset = _candidates(codex, parse_search_params(limit=50, **filters), None)[: CANDIDATES_PER_PAGE + 1]
+    sql, params = queryset.query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + sql, params)
+        return "\n".join(row[0] for row in cursor.fetchall())
+
+
+def operations(codex, repeat: int) -> dict[str, Callable[[], object]]:
+    """Each measured operation as a call of the service or selector function."""
+    from notebook import services
+    from notebook.models import Entry
+    from notebook.selectors import entry_get, entry_search
+    from notebook.validation import parse_entry_input, parse_search_params
+
+    ids = list(Entry.objects.filter(codex=codex).order_by("?").values_list("id", flat=True)[:repeat])
+    ids_iter = itertools.cycle(ids)
+
+    def search(**kwargs):
+        return lambda: entry_search(codex=codex, params=parse_search_params(**kwargs))
+
+    def save():
+        return services.entry_save(
+            codex=codex,
+            request_id=f"scale-{uuid.uuid4()}",
+            data=parse_entry_input({"content": "a new note about the pump", "tags": ["t1", "fresh"]}),
+        )
+
+    target = save()
+
+    def update():
+        nonlocal target
+        target = services.entry_update(
+            codex=codex,
+            entry_id=target.id,
+            expected_revision=target.revision,
+            data=parse_entry_input({"content": f"revised note {target.revision}", "tags": ["t2"]}),
+        )
+
+    return {
+        "get": lambda: entry_get(codex=codex, entry_id=next(ids_iter)),
+        "browse (limit 20)": search(limit=20),
+        f"common tag {COMMON_TAG!r}": search(tag=COMMON_TAG, limit=20),
+        f"rare tag {RARE_TAG!r}": search(tag=RARE_TAG, limit=50),
+        f"related agent {RARE_AGENT!r}": search(related_agent_id=RARE_AGENT, limit=50),
+        f"common query {COMMON_WORD!r}": search(query=COMMON_WORD, limit=20),
+        f"rare query {RARE_WORD!r}": search(query=RARE_WORD, limit=50),
+        "rare query + common tag": search(query=RARE_WORD, tag="t7", limit=50),
+        "2-char query 'zq' (scan)": search(query="zq", limit=50),
+        "save": save,
+        "update": update,
+    }
+
+
+def statements(work: Callable[[], object]) -> int:
+    """How many SQL statements (savepoints and commit included) one call sends."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as captured:
+        work()
+    return len(captured)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--entries", type=int, default=1_000_000, help="entries in the large codex")
+    parser.add_argument("--small", type=int, default=1_000, help="entries in the comparison codex")
+    parser.add_argument("--repeat", type=int, default=50, help="timed calls per operation")
+    parser.add_argument("--no-explain", action="store_true")
+    args = parser.parse_args()
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "codex_site.settings")
+    os.environ.setdefault("SECRET_KEY", "bench-scale-" + "k" * 40)
+    os.environ.setdefault("CODEX_LOG_LEVEL", "WARNING")
+    import django
+
+    django.setup()
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+    from django.db import connection
+
+    from notebook import services
+
+    if connection.vendor != "postgresql":
+        raise SystemExit("bench_scale.py needs PostgreSQL: run it under scripts/with_postgres.sh")
+
+    call_command("migrate", verbosity=0)
+    User = get_user_model()
+    small = services.codex_for_user(user=User.objects.create_user(f"small-{uuid.uuid4().hex[:8]}"))
+    large = services.codex_for_user(user=User.objects.create_user(f"large-{uuid.uuid4().hex[:8]}"))
+
+    started = time.perf_counter()
+    with connection.cursor() as cursor:
+        # Building the trigram indexes once afterwards is much faster than growing them row by row.
+        for name in TRIGRAM_INDEXES:
+            cursor.execute(f"DROP INDEX IF EXISTS {name}")
+        fill(small, args.small)
+        fill(large, args.entries)
+        filled = time.perf_counter()
+        cursor.execute("SET maintenance_work_mem = '512MB'")
+        for name, column in TRIGRAM_INDEXES.items():
+            cursor.execute(f"CREATE INDEX {name} ON notebook_entry USING gin ({column} gin_trgm_ops)")
+        indexed = time.perf_counter()
+        cursor.execute("VACUUM ANALYZE")
+        cursor.execute("SELECT pg_size_pretty(pg_database_size(current_database()))")
+        size = cursor.fetchone()[0]
+    print(
+        f"filled {args.entries:,} + {args.small:,} entries in {filled - started:.0f} s, "
+        f"trigram indexes in {indexed - filled:.0f} s, analyzed in {time.perf_counter() - indexed:.0f} s; "
+        f"database {size}"
+    )
+
+    results = {}
+    for label, codex in [("small", small), ("large", large)]:
+        results[label] = {name: timed(work, args.repeat) for name, work in operations(codex, args.repeat).items()}
+    counts = {name: statements(work) for name, work in operations(large, 1).items()}
+    print()
+    print(
+        f"{'operation (service/selector, no HTTP)':<36} {'small p50':>10} {'large p50':>10} {'large max':>10}  ms  SQL"
+    )
+    for name, samples in results["large"].items():
+        small_p50 = statistics.median(results["small"][name])
+        print(
+            f"{name:<36} {small_p50:10.2f} {statistics.median(samples):10.2f} {max(samples):10.2f}  {counts[name]:5d}"
+        )
+
+    print()
+    print(f"calls (limit 50) to list every match in the {args.entries:,}-entry codex:")
+    for label, filters in [
+        (f"rare word {RARE_WORD!r}", {"query": RARE_WORD}),
+        (f"rare tag {RARE_TAG!r}", {"tag": RARE_TAG}),
+        (f"rare agent {RARE_AGENT!r}", {"related_agent_id": RARE_AGENT}),
+    ]:
+        calls, listed = calls_to_list_all(large, **filters)
+        print(f"  {label:<28} {calls:>6} call(s), {listed} entries")
+
+    if not args.no_explain:
+        for label, filters in [
+            (f"rare query {RARE_WORD!r}", {"query": RARE_WORD}),
+            (f"rare tag {RARE_TAG!r}", {"tag": RARE_TAG}),
+            (f"common query {COMMON_WORD!r}", {"query": COMMON_WORD}),
+            (f"common tag {COMMON_TAG!r}", {"tag": COMMON_TAG}),
+        ]:
+            print()
+            print(f"EXPLAIN ANALYZE, candidates of {label}:")
+            print(explain(large, **filters))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,230 @@
+"""The index-backed search (migration 0002) against a plain scan on random data.
+
+A plain scan is the definition: every entry of the codex in id order, matched in
+Python. The index only narrows candidates, so following cursors must list exactly
+the plain scan's matches, in the same order, each once, whatever the query.
+"""
+
+import random
+import uuid
+
+from django.db import connection
+
+from notebook import services
+from notebook.models import Entry
+from notebook.selectors import TRIGRAM_MIN_CHARS
+from notebook.validation import normalize_for_search, parse_entry_input
+from tests.base import NotebookTestCase
+from tests.test_selectors_search import follow, search
+
+# Pieces that NFKC or case folding change (ﬁ -> fi, ß -> ss, İ -> i̇, Ⅻ -> xii,
+# full-width letters), LIKE's metacharacters, FTS5's quote, and plain words.
+PIECES = [
+    "\ufb01",
+    "fi",
+    "FI",
+    "\u00df",
+    "SS",
+    "ss",
+    "\u0130",
+    "i\u0307",
+    "I",
+    "\u216b",
+    "xii",
+    "\uff21\uff22",
+    "ab",
+    "%",
+    "_",
+    "\\",
+    "\\%",
+    '"',
+    "'",
+    "*",
+    " ",
+    "needle",
+    "Needle",
+    "hay",
+    "caf\u00e9",
+    "cafe\u0301",
+    "\u00e9",
+    "-",
+    "or",
+    "NEAR",
+]
+
+# Queries that stress the prefilter in particular.
+FIXED_QUERIES = [
+    "%",
+    "_",
+    "\\",
+    "%_",
+    "\\%",
+    "a%b",
+    "a_b",
+    "100%",
+    '"',
+    '""',
+    '"needle"',
+    "'",
+    "*",
+    "\ufb01",
+    "FI",
+    "fi",
+    "\u00df",
+    "SS",
+    "STRASSE",
+    "\u0130",
+    "i\u0307",
+    "\u216b",
+    "XII",
+    "\uff21",
+    "a",
+    "ab",
+    "AB",
+    " ",
+    "  ",
+    "needle",
+    "NEEDLE hay",
+    "caf\u00e9",
+    "cafe\u0301",
+    "or NEAR",
+    "hay\nneedle",
+    "needle hay needle hay",
+    "zzz-not-there",
+    "\x00",
+    "nee\x00dle",
+    "needle\x00",
+    "\t",
+    "hay\tneedle",
+    "\x1f\x7f\x9f",
+]
+
+
+def random_text(rng: random.Random, pieces: int) -> str:
+    return "".join(rng.choice(PIECES) for _ in range(pieces))
+
+
+def random_content(rng: random.Random, pieces: int) -> str:
+    """Like ``random_text``, with the tabs and newlines content (unlike titles and tags) may hold."""
+    return "".join(rng.choice(PIECES) + rng.choice(["", "", "", "\t", "\n"]) for _ in range(pieces))
+
+
+def plain_scan(entries: list[Entry], query: str) -> list[uuid.UUID]:
+    """The entries (a codex's, in id order) whose one field or one tag contains the query."""
+    needle = normalize_for_search(query)
+    matches = []
+    for entry in entries:
+        texts = [normalize_for_search(entry.title or ""), normalize_for_search(entry.content)]
+        texts += [normalize_for_search(tag) for tag in entry.tags]
+        if any(needle in text for text in texts):
+            matches.append(entry.id)
+    return matches
+
+
+class IndexedSearchAgreesWithPlainScanTest(NotebookTestCase):
+    @classmethod
+    def setUpTestData(cls) -> None:
+        super().setUpTestData()
+        rng = random.Random(8)
+        cls.rng_queries = []
+        entries = []
+        for i in range(240):
+            tags = list(dict.fromkeys(random_text(rng, rng.randint(1, 3)) for _ in range(rng.randint(0, 3))))
+            entry = {"content": random_content(rng, rng.randint(1, 12)), "tags": tags}
+            if rng.random() < 0.6:
+                entry["title"] = random_text(rng, rng.randint(1, 4))
+            entries.append(
+                services.entry_save(codex=cls.alice_codex, request_id=f"r{i}", data=parse_entry_input(entry))
+            )
+            # Bob's codex holds the same words; they must never show up in Alice's results.
+            services.entry_save(codex=cls.bob_codex, request_id=f"r{i}", data=parse_entry_input(entry))
+        # Edits and deletions must reach the index (triggers on SQLite).
+        for entry in entries[:40]:
+            replacement = {"content": random_content(rng, rng.randint(1, 8)), "tags": [random_text(rng, 2)]}
+            services.entry_update(
+                codex=cls.alice_codex,
+                entry_id=entry.id,
+                expected_revision=entry.revision,
+                data=parse_entry_input(replacement),
+            )
+        Entry.objects.filter(id__in=[entry.id for entry in entries[40:60]]).delete()
+        # Random substrings of stored text, as agents would search for.
+        for entry in Entry.objects.filter(codex=cls.alice_codex).order_by("?")[:40]:
+            text = rng.choice([entry.content, *(entry.tags or [entry.content])])
+            start = rng.randrange(len(text))
+            cls.rng_queries.append(text[start : start + rng.randint(1, 6)])
+
+    def assert_agrees(self, query: str, **filters) -> None:
+        entries = list(Entry.objects.filter(codex=self.alice_codex).order_by("id"))
+        if "tag" in filters:
+            entries = [entry for entry in entries if filters["tag"] in entry.tags]
+        expected = plain_scan(entries, query)
+        for limit in (3, 50):
+            seen, _ = follow(self.alice_codex, query=query, limit=limit, **filters)
+            self.assertEqual(seen, expected, f"query={query!r} limit={limit} {filters}")
+
+    def test_fixed_queries_list_exactly_the_plain_scans_matches(self) -> None:
+        for query in FIXED_QUERIES:
+            with self.subTest(query=query):
+                self.assert_agrees(query)
+
+    def test_random_substrings_list_exactly_the_plain_scans_matches(self) -> None:
+        for query in self.rng_queries:
+            with self.subTest(query=query):
+                self.assert_agrees(query)
+
+    def test_a_query_with_a_tag_lists_exactly_the_plain_scans_matches(self) -> None:
+        tag = next(t for e in Entry.objects.filter(codex=self.alice_codex).order_by("id") for t in e.tags)
+        for query in ["%", "ss", "needle", tag[:3], tag]:
+            with self.subTest(query=query):
+                self.assert_agrees(query, tag=tag)
+
+    def test_every_returned_entry_matches_and_pages_are_in_id_order(self) -> None:
+        for query in ["fi", "ss", "needle", "%", "\\"]:
+            page = search(self.alice_codex, query=query, limit=50)
+            needle = normalize_for_search(query)
+            ids = [entry.id for entry in page.entries]
+            self.assertEqual(ids, sorted(ids))
+            for entry in page.entries:
+                self.assertTrue(
+                    needle in entry.search_title
+                    or needle in entry.search_content
+                    or any(needle in tag for tag in entry.search_tags),
+                    (query, entry.id),
+                )
+
+    def test_a_long_query_examines_only_entries_that_contain_it(self) -> None:
+        for query in ["needle", "\ufb01ne", "\u00df\u00df", "%_%"]:
+            needle = normalize_for_search(query)
+            self.assertGreaterEqual(len(needle), TRIGRAM_MIN_CHARS)
+            page = search(self.alice_codex, query=query, limit=50)
+            # Narrowed candidates: every examined entry really contains the query
+            # (a superset only ever adds entries whose tags it spans, and these do not).
+            self.assertEqual(page.scanned, len(page.entries), query)
+
+
+class TrigramPrefilterSupersetTest(NotebookTestCase):
+    def test_a_query_spanning_two_tags_is_examined_but_not_returned(self) -> None:
+        self.save(content="x", tags=["red", "blue"])
+        page = search(self.alice_codex, query="red\nblue")
+        self.assertEqual(page.entries, [])
+        self.assertLessEqual(page.scanned, 1)
+        self.assertFalse(page.has_more)
+
+    def test_the_index_follows_updates_and_deletes(self) -> None:
+        entry = self.save(content="original wording")
+        self.assertEqual(len(search(self.alice_codex, query="original").entries), 1)
+        services.entry_update(
+            codex=self.alice_codex,
+            entry_id=entry.id,
+            expected_revision=1,
+            data=parse_entry_input({"content": "new wording"}),
+        )
+        self.assertEqual(search(self.alice_codex, query="original").scanned, 0)
+        self.assertEqual(len(search(self.alice_codex, query="new wording").entries), 1)
+        self.alice.delete()  # cascades through the codex to its entries
+        self.assertEqual(search(self.bob_codex, query="wording").scanned, 0)
+        if connection.vendor == "sqlite":
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT count(*) FROM notebook_entry_trigram_key")
+                self.assertEqual(cursor.fetchone()[0], 0)
