@@ -214,8 +214,12 @@ def soak(wrk: str, project: Uvicorn, *, token: str, id_file: str, connections: i
         print(f"  {time.monotonic() - started:5.0f} s  RSS {samples[-1]:7.1f} MiB", flush=True)
     figures = result.get("mixed", {})
     start, end, peak = samples[0], samples[-1], max(samples)
+    # The first minutes include warm-up (lazy imports, caches); growth after the first
+    # sample is the better hint of a leak.
+    warm = samples[1] if len(samples) > 2 else start
     print(
         f"RSS start {start:.1f} MiB, end {end:.1f} MiB, max {peak:.1f} MiB, change {100 * (end - start) / start:+.1f}%"
+        f" ({100 * (end - warm) / warm:+.1f}% from the 10 s sample)"
         f"; {figures.get('rate', 0):.0f} calls/s, errors {figures.get('errors', 0):.0f}"
     )
 
@@ -257,7 +261,8 @@ def main() -> None:
 
     database = os.environ.get("DATABASE_URL", "sqlite (temp file)").split("@")[-1]
     print(
-        f"database: {database}; {args.duration} s per run; uvicorn --workers {args.workers}; "
+        f"database: {database}; {f'{args.soak} s soak' if args.soak else f'{args.duration} s per run'}; "
+        f"uvicorn --workers {args.workers}; "
         + ("servers on CPU 0, wrk on CPU 1" if pinned else "no CPU pinning (fewer than 2 CPUs or no taskset)")
     )
     noop = Uvicorn(["--app-dir", str(SCRIPTS), "bench_noop_server:app"], workers=args.workers, cpu=server_cpu, env=env)
