@@ -43,7 +43,7 @@ def _execute(name: str, arguments: dict[str, Any], checksum: str | None) -> dict
     if missing := auth.missing_scopes(grant, tool.scopes):
         raise PermissionDenied(f"The access token lacks the scope {' '.join(missing)} needed by {name}")
     codex = services.codex_for_user(user=grant.user)
-    return tool.adapter(codex, arguments)
+    return tool.adapter(codex, arguments, auth.writer_of(grant))
 
 
 async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> types.CallToolResult:
