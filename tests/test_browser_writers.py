@@ -7,16 +7,17 @@ from typing import Any
 
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions
-from selenium.webdriver.support.ui import WebDriverWait
 
 from notebook.models import Entry
 from tests.base import connect_application
-from tests.browser import headless_chromium, screenshot_dir
+from tests.browser import BrowserPages, headless_chromium
 from tests.http_client import call_tool
 from tests.live import LiveServerTestCase
 
 
-class BrowserWritersTests(LiveServerTestCase):
+class BrowserWritersTests(BrowserPages, LiveServerTestCase):
+    screenshot_prefix = "writers"
+
     def setUp(self) -> None:
         self.web = headless_chromium()
         self.addCleanup(self.web.quit)
@@ -30,23 +31,6 @@ class BrowserWritersTests(LiveServerTestCase):
         result = response.json()["result"]
         self.assertFalse(result.get("isError"), result)
         return result["structuredContent"]["entry"]
-
-    def shot(self, name: str) -> None:
-        height = self.web.execute_script("return document.documentElement.scrollHeight")
-        self.web.set_window_size(1100, min(height + 140, 4000))
-        self.web.save_screenshot(str(screenshot_dir() / f"writers-{name}.png"))
-        self.web.set_window_size(1100, 900)
-
-    def wait(self):
-        return WebDriverWait(self.web, 15)
-
-    def sign_in(self, next_path: str) -> None:
-        self.web.get(self.live.base_url + next_path)
-        self.wait().until(expected_conditions.url_contains("/accounts/login/"))
-        self.web.find_element(By.ID, "id_username").send_keys("alice")
-        self.web.find_element(By.ID, "id_password").send_keys("alice-password")
-        self.web.find_element(By.CSS_SELECTOR, "button[type=submit].primary").click()
-        self.wait().until(expected_conditions.presence_of_element_located((By.TAG_NAME, "h1")))
 
     def titles(self) -> list[str]:
         return [h.text for h in self.web.find_elements(By.CSS_SELECTOR, "ol.entries h2")]
