@@ -43,7 +43,8 @@ def authorized_clients(request: HttpRequest) -> HttpResponse:
     application_ids = set(scopes_by_application) | set(refresh.values_list("application_id", flat=True))
     words = oauth2_settings.SCOPES
     applications = list(get_application_model().objects.filter(pk__in=application_ids).order_by("name", "pk"))
-    counts = _writer_counts(request.user, [application.client_id for application in applications])
+    codex = Codex.objects.filter(owner=request.user).first()  # looking never creates it
+    counts = _writer_counts(codex, [application.client_id for application in applications])
     clients = []
     for application in applications:
         scopes = sorted(scopes_by_application.get(application.pk, ()))
@@ -57,22 +58,21 @@ def authorized_clients(request: HttpRequest) -> HttpResponse:
                 "wrote": counts.get(application.client_id, _NOTHING),
             }
         )
-    context = {"clients": clients, "revoked": _revoked_notice(request)}
+    context = {"clients": clients, "revoked": _revoked_notice(request, codex)}
     return render(request, "authserver/clients.html", context)
 
 
 _NOTHING = WriterCounts(wrote=0, created=0, last_changed=0)
 
 
-def _writer_counts(user: Any, client_ids: list[str]) -> dict[str, WriterCounts]:
+def _writer_counts(codex: Codex | None, client_ids: list[str]) -> dict[str, WriterCounts]:
     """What each application wrote in this person's codex (one grouped query; none without a codex)."""
-    codex = Codex.objects.filter(owner=user).first()
     if codex is None or not client_ids:
         return {}
     return selectors.writer_counts(codex=codex, client_ids=client_ids)
 
 
-def _revoked_notice(request: HttpRequest) -> dict[str, Any] | None:
+def _revoked_notice(request: HttpRequest, codex: Codex | None) -> dict[str, Any] | None:
     """After a revoke: which application, and how many notes it wrote, to review (never deleted)."""
     value = request.GET.get("revoked", "")
     if not value.isdigit() or len(value) > 18:
@@ -80,11 +80,10 @@ def _revoked_notice(request: HttpRequest) -> dict[str, Any] | None:
     client_id = get_application_model().objects.filter(pk=int(value)).values_list("client_id", flat=True).first()
     if client_id is None:
         return None
-    wrote = _writer_counts(request.user, [client_id]).get(client_id, _NOTHING).wrote
+    wrote = _writer_counts(codex, [client_id]).get(client_id, _NOTHING).wrote
     # Named only as this person's own notes name it, so the notice tells nothing about an
     # application they never used.
-    codex = Codex.objects.filter(owner=request.user).first() if wrote else None
-    name = selectors.writer_name(codex=codex, client_id=client_id) if codex is not None else None
+    name = selectors.writer_name(codex=codex, client_id=client_id) if codex is not None and wrote else None
     return {"client_id": client_id, "name": name or client_id, "wrote": wrote}
 
 

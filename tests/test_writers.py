@@ -86,7 +86,9 @@ class RevisionWriterTest(TwoApplicationsTestCase):
         _, read_only = connect_application(self.alice, "Coding agent", "notes:read", application=self.coding)
         self.assertEqual(set(EntryRevision.objects.values_list("writer_scopes", flat=True)), {BOTH})
         # A read-only token writes nothing, so its scopes never reach a revision.
-        error = call_tool_directly(check_bearer_token(read_only), "field_notes_save", {"requestId": "r", "entry": {"content": "x"}})
+        error = call_tool_directly(
+            check_bearer_token(read_only), "field_notes_save", {"requestId": "r", "entry": {"content": "x"}}
+        )
         self.assertTrue(error.is_error)
 
     def test_a_replayed_save_by_another_application_records_nothing_new(self) -> None:
