@@ -8,12 +8,16 @@ from urllib.parse import urlsplit
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods
 from oauth2_provider.models import get_access_token_model, get_application_model, get_refresh_token_model
 from oauth2_provider.settings import oauth2_settings
 
 from authserver.tokens import revoke_tokens
+from notebook import selectors
+from notebook.models import Codex
+from notebook.selectors import WriterCounts
 
 
 def _live_tokens(user: Any) -> tuple[Any, Any]:
@@ -28,8 +32,9 @@ def _live_tokens(user: Any) -> tuple[Any, Any]:
 def authorized_clients(request: HttpRequest) -> HttpResponse:
     """The clients holding a live token for this person, with a revoke button each.
 
-    Three queries however many clients: live access-token scopes, clients with a live
-    refresh token, and the clients themselves.
+    Five queries however many clients: live access-token scopes, clients with a live
+    refresh token, the clients themselves, the person's codex, and what each client wrote
+    in it (created, last changed, wrote in at all; notebook.selectors.writer_counts).
     """
     access, refresh = _live_tokens(request.user)
     scopes_by_application: dict[int, set[str]] = defaultdict(set)
@@ -37,8 +42,11 @@ def authorized_clients(request: HttpRequest) -> HttpResponse:
         scopes_by_application[application_id].update(scope.split())
     application_ids = set(scopes_by_application) | set(refresh.values_list("application_id", flat=True))
     words = oauth2_settings.SCOPES
+    applications = list(get_application_model().objects.filter(pk__in=application_ids).order_by("name", "pk"))
+    codex = Codex.objects.filter(owner=request.user).first()  # looking never creates it
+    counts = _writer_counts(codex, [application.client_id for application in applications])
     clients = []
-    for application in get_application_model().objects.filter(pk__in=application_ids).order_by("name", "pk"):
+    for application in applications:
         scopes = sorted(scopes_by_application.get(application.pk, ()))
         clients.append(
             {
@@ -47,9 +55,36 @@ def authorized_clients(request: HttpRequest) -> HttpResponse:
                 "redirect_host": urlsplit(application.redirect_uris.split()[0]).hostname
                 if application.redirect_uris
                 else "",
+                "wrote": counts.get(application.client_id, _NOTHING),
             }
         )
-    return render(request, "authserver/clients.html", {"clients": clients})
+    context = {"clients": clients, "revoked": _revoked_notice(request, codex)}
+    return render(request, "authserver/clients.html", context)
+
+
+_NOTHING = WriterCounts(wrote=0, created=0, last_changed=0)
+
+
+def _writer_counts(codex: Codex | None, client_ids: list[str]) -> dict[str, WriterCounts]:
+    """What each application wrote in this person's codex (one grouped query; none without a codex)."""
+    if codex is None or not client_ids:
+        return {}
+    return selectors.writer_counts(codex=codex, client_ids=client_ids)
+
+
+def _revoked_notice(request: HttpRequest, codex: Codex | None) -> dict[str, Any] | None:
+    """After a revoke: which application, and how many notes it wrote, to review (never deleted)."""
+    value = request.GET.get("revoked", "")
+    if not value.isdigit() or len(value) > 18:
+        return None
+    client_id = get_application_model().objects.filter(pk=int(value)).values_list("client_id", flat=True).first()
+    if client_id is None:
+        return None
+    wrote = _writer_counts(codex, [client_id]).get(client_id, _NOTHING).wrote
+    # Named only as this person's own notes name it, so the notice tells nothing about an
+    # application they never used.
+    name = selectors.writer_name(codex=codex, client_id=client_id) if codex is not None and wrote else None
+    return {"client_id": client_id, "name": name or client_id, "wrote": wrote}
 
 
 @login_required
@@ -58,4 +93,5 @@ def revoke_client(request: HttpRequest, application_id: int) -> HttpResponse:
     """Revoke every token this person gave the client (CSRF-protected form post)."""
     application = get_object_or_404(get_application_model(), pk=application_id)
     revoke_tokens(user=request.user, application=application)
-    return redirect("authserver:clients")
+    # Its notes stay: the page offers to review what it wrote rather than deleting anything.
+    return redirect(f"{reverse('authserver:clients')}?revoked={application.pk}")

@@ -273,6 +273,10 @@ def public_url_settings(public_url: str) -> dict[str, Any]:
 # CODEX_RESOURCE_URL, CODEX_ISSUER_URL, CODEX_ALLOWED_ORIGINS, CSRF_TRUSTED_ORIGINS, OAUTH2_PROVIDER
 globals().update(public_url_settings(CODEX_PUBLIC_URL))
 
+# DOT's own default, named here because notebook.EntryRevision keeps a foreign key to the
+# application that wrote it, and Django resolves a swappable model through this setting.
+OAUTH2_PROVIDER_APPLICATION_MODEL = "oauth2_provider.Application"
+
 CACHES = {
     # Shared by every worker process: rate-limit counters and DOT's fetch backoff.
     "default": {"BACKEND": "django.core.cache.backends.db.DatabaseCache", "LOCATION": "codex_cache"}

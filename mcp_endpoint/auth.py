@@ -22,6 +22,7 @@ from authserver import ratelimit
 from authserver.scopes import ALL_SCOPES as ALL_SCOPES
 from authserver.scopes import READ as READ
 from authserver.scopes import WRITE as WRITE
+from notebook.writers import UNKNOWN_WRITER, Writer
 
 # Where the HTTP guard leaves the checked grant in the ASGI scope for the tool handler.
 GRANT_SCOPE_KEY = "codex.grant"
@@ -37,11 +38,15 @@ class TokenRejected(Exception):
 
 @dataclass(frozen=True)
 class TokenGrant:
-    """What a valid token grants: whose codex, and which scopes."""
+    """What a valid token grants: whose codex, which scopes, and the OAuth application it
+    was issued to (recorded as the writer of what the call saves or updates)."""
 
     token_checksum: str
     user: AbstractBaseUser
     scopes: frozenset[str]
+    application_id: int | None = None
+    client_id: str = ""
+    application_name: str = ""
 
 
 def token_checksum(raw_token: str) -> str:
@@ -51,8 +56,10 @@ def token_checksum(raw_token: str) -> str:
 def check_token_checksum(checksum: str) -> TokenGrant:
     """Re-read the token from the database and check everything but scopes."""
     AccessToken = get_access_token_model()
-    # The codex rides along (a LEFT JOIN), saving the tool call a query.
-    token = AccessToken.objects.select_related("user", "user__codex").filter(token_checksum=checksum).first()
+    # The codex and the application ride along (LEFT JOINs): one query for the whole check.
+    token = (
+        AccessToken.objects.select_related("user", "user__codex", "application").filter(token_checksum=checksum).first()
+    )
     if token is None:
         # Unknown and revoked look the same: DOT deletes revoked access tokens.
         raise TokenRejected("The access token is not recognized or has been revoked")
@@ -62,11 +69,33 @@ def check_token_checksum(checksum: str) -> TokenGrant:
         raise TokenRejected(f"The access token was not issued for {settings.CODEX_RESOURCE_URL}")
     if token.user is None or not token.user.is_active:
         raise TokenRejected("The access token's user cannot use this server")
-    return TokenGrant(token_checksum=checksum, user=token.user, scopes=frozenset(token.scope.split()))
+    application = token.application
+    return TokenGrant(
+        token_checksum=checksum,
+        user=token.user,
+        scopes=frozenset(token.scope.split()),
+        application_id=application.pk if application is not None else None,
+        client_id=application.client_id if application is not None else "",
+        application_name=application.name if application is not None else "",
+    )
 
 
 def check_bearer_token(raw_token: str) -> TokenGrant:
     return check_token_checksum(token_checksum(raw_token))
+
+
+def writer_of(grant: TokenGrant) -> Writer:
+    """Who the notebook records as writing what this grant's call saves or updates: the
+    token's application (an operator-minted token's is the operator application)."""
+    if grant.application_id is None:
+        # DOT allows a token without an application; none of ours has one, but say so honestly.
+        return UNKNOWN_WRITER
+    return Writer.application(
+        application_id=grant.application_id,
+        client_id=grant.client_id,
+        name=grant.application_name,
+        scopes=grant.scopes,
+    )
 
 
 def missing_scopes(grant: TokenGrant, needed: Iterable[str]) -> list[str]:

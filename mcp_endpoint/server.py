@@ -49,7 +49,7 @@ def _execute(name: str, arguments: dict[str, Any], checksum: str | None) -> dict
             f"(CODEX_TOOL_CALLS_PER_MINUTE); retry in {retry_after} seconds"
         )
     codex = services.codex_for_user(user=grant.user)
-    return tool.adapter(codex, arguments)
+    return tool.adapter(codex, arguments, auth.writer_of(grant))
 
 
 async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> types.CallToolResult:

@@ -35,8 +35,10 @@ from notebook.validation import (
     parse_request_id,
     parse_search_params,
 )
+from notebook.writers import Writer
 
-ToolAdapter = Callable[[Codex, dict[str, Any]], dict[str, Any]]
+# (the caller's codex, the tool's arguments, who the call writes as) -> the result object.
+ToolAdapter = Callable[[Codex, dict[str, Any], Writer], dict[str, Any]]
 
 
 SAVE_TITLE = "Save a field note"
@@ -48,10 +50,10 @@ SAVE_TEXT = (
 )
 
 
-def save(codex: Codex, arguments: dict[str, Any]) -> dict[str, Any]:
+def save(codex: Codex, arguments: dict[str, Any], writer: Writer) -> dict[str, Any]:
     request_id = parse_request_id(arguments["requestId"])
     data = parse_entry_input(arguments["entry"])
-    return {"entry": entry_dict(services.entry_save(codex=codex, request_id=request_id, data=data))}
+    return {"entry": entry_dict(services.entry_save(codex=codex, request_id=request_id, data=data, writer=writer))}
 
 
 GET_TITLE = "Get a field note"
@@ -61,7 +63,7 @@ GET_TEXT = (
 )
 
 
-def get(codex: Codex, arguments: dict[str, Any]) -> dict[str, Any]:
+def get(codex: Codex, arguments: dict[str, Any], writer: Writer) -> dict[str, Any]:
     entry_id = parse_entry_id(arguments["id"])
     return {"entry": entry_dict(selectors.entry_get(codex=codex, entry_id=entry_id))}
 
@@ -78,7 +80,7 @@ SEARCH_TEXT = (
 )
 
 
-def search(codex: Codex, arguments: dict[str, Any]) -> dict[str, Any]:
+def search(codex: Codex, arguments: dict[str, Any], writer: Writer) -> dict[str, Any]:
     params = parse_search_params(
         query=arguments.get("query"),
         tag=arguments.get("tag"),
@@ -98,11 +100,11 @@ UPDATE_TEXT = (
 )
 
 
-def update(codex: Codex, arguments: dict[str, Any]) -> dict[str, Any]:
+def update(codex: Codex, arguments: dict[str, Any], writer: Writer) -> dict[str, Any]:
     entry_id = parse_entry_id(arguments["id"])
     expected = parse_expected_revision(arguments["expectedRevision"])
     data = parse_entry_input(arguments["entry"])
-    entry = services.entry_update(codex=codex, entry_id=entry_id, expected_revision=expected, data=data)
+    entry = services.entry_update(codex=codex, entry_id=entry_id, expected_revision=expected, data=data, writer=writer)
     return {"entry": entry_dict(entry)}
 
 

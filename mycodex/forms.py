@@ -5,7 +5,7 @@ from django import forms
 from django.conf import settings
 from django.template.defaultfilters import filesizeformat
 
-from notebook.limits import QUERY_MAX_CHARS, RELATED_AGENT_MAX_CHARS, TAG_MAX_CHARS
+from notebook.limits import QUERY_MAX_CHARS, RELATED_AGENT_MAX_CHARS, TAG_MAX_CHARS, WRITER_FIELD_MAX_CHARS
 
 ORDER_RECENT = "recent"
 ORDER_ID = "id"
@@ -18,6 +18,8 @@ class SearchForm(forms.Form):
     agent = forms.CharField(
         label="Related agent id (exact)", required=False, max_length=RELATED_AGENT_MAX_CHARS, strip=False
     )
+    # An application's client id (or its id on this server), as the "written by" links set it.
+    app = forms.CharField(label="Written by application", required=False, max_length=WRITER_FIELD_MAX_CHARS)
     order = forms.ChoiceField(
         label="Order",
         required=False,

@@ -3,6 +3,7 @@ history, export, import and delete. Thin: the reads are notebook selectors, the 
 notebook services and notebook.transfer. Every query is scoped to ``request.user``'s codex;
 an entry id of another codex is a 404 exactly like an id that does not exist."""
 
+import dataclasses
 import json
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -20,6 +21,7 @@ from django.template.defaultfilters import filesizeformat
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
+from oauth2_provider.models import get_application_model
 
 from mycodex import history
 from mycodex.forms import CLEAR_PHRASE, ORDER_ID, ClearForm, ImportForm, SearchForm
@@ -56,14 +58,39 @@ def _id_order_page(codex: Codex, params: SearchParams) -> ListPage:
     for _ in range(ID_ORDER_MAX_TOOL_PAGES):
         page = selectors.entry_search(
             codex=codex,
-            params=SearchParams(params.query, params.tag, params.related_agent_id, PAGE_SIZE - len(entries), cursor),
+            params=SearchParams(
+                params.query, params.tag, params.related_agent_id, PAGE_SIZE - len(entries), cursor, params.written_by
+            ),
         )
         entries.extend(page.entries)
         scanned += page.scanned
         cursor = page.next_cursor
         if cursor is None or len(entries) >= PAGE_SIZE:
             break
-    return ListPage([entry_summary_dict(e) for e in entries], cursor, scanned)
+    return ListPage(_summaries(codex, entries), cursor, scanned)
+
+
+def _summaries(codex: Codex, entries: list[Entry]) -> list[dict[str, Any]]:
+    """The tool's summaries of ``entries`` plus, for the page only, who created and who last
+    changed each (one query for the whole page)."""
+    writers = selectors.entry_writers(codex=codex, entry_ids=[entry.id for entry in entries])
+    summaries = []
+    for entry in entries:
+        summary = entry_summary_dict(entry)
+        if entry.id in writers:
+            summary["created_by"] = writers[entry.id].created_by.writer
+            summary["changed_by"] = writers[entry.id].last_changed_by.writer
+        summaries.append(summary)
+    return summaries
+
+
+def _application_client_id(value: str) -> str:
+    """The client id an ``?app=`` value names: an application's id on this server or its client id."""
+    if value.isdigit() and len(value) < 19:
+        client_id = get_application_model().objects.filter(pk=int(value)).values_list("client_id", flat=True).first()
+        if client_id is not None:
+            return client_id
+    return value
 
 
 @login_required
@@ -80,6 +107,10 @@ def codex_list(request: HttpRequest) -> HttpResponse:
         return render(request, "mycodex/list.html", context, status=400)
     data = form.cleaned_data
     order = data["order"] or "recent"
+    written_by = _application_client_id(data["app"]) if data["app"] else None
+    if written_by is not None:
+        # The name it had when it last wrote here; never another person's view of the application.
+        context["written_by"] = selectors.writer_name(codex=codex, client_id=written_by) or data["app"]
     try:
         params = parse_search_params(
             query=data["q"],
@@ -88,11 +119,12 @@ def codex_list(request: HttpRequest) -> HttpResponse:
             limit=PAGE_SIZE,
             cursor=request.GET.get("cursor") or None,
         )
+        params = dataclasses.replace(params, written_by=written_by)
         if order == ORDER_ID:
             page = _id_order_page(codex, params)
         else:
             recent = selectors.entry_recent(codex=codex, params=params)
-            page = ListPage([entry_summary_dict(e) for e in recent.entries], recent.next_cursor, recent.scanned)
+            page = ListPage(_summaries(codex, recent.entries), recent.next_cursor, recent.scanned)
     except InvalidArgument as error:
         context["error"] = error.message
         return render(request, "mycodex/list.html", context, status=400)
@@ -129,8 +161,13 @@ def entry_detail(request: HttpRequest, entry_id: uuid.UUID) -> HttpResponse:
     items = history.entry_history(entry)
     older, newer = _int_param(request, "from"), _int_param(request, "to")
     comparison = history.compare(entry, older, newer) if older is not None and newer is not None else None
+    revisions = [item.revision for item in items]  # newest first
     context = {
         "entry": entry,
+        # Revision 1's writer created the entry (an imported entry may lack revision 1: its
+        # oldest snapshot stands in); the current revision's writer last changed it.
+        "created_by": revisions[-1].writer if revisions else None,
+        "changed_by": revisions[0].writer if revisions else None,
         "provenance_json": json.dumps(entry.provenance, indent=2, ensure_ascii=False)
         if entry.provenance is not None
         else None,

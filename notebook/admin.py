@@ -10,6 +10,7 @@ from django.http import HttpRequest
 from django.template.defaultfilters import filesizeformat
 
 from notebook.models import Codex, Entry, EntryRevision, EntryTag, RequestKey
+from notebook.writers import APPLICATION, UNKNOWN
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -62,9 +63,22 @@ class CodexAdmin(ReadOnlyAdmin):
 
 class EntryRevisionInline(ReadOnlyInline):
     model = EntryRevision
-    fields = ["revision", "title", "content", "tags", "related_agent_ids", "provenance", "recorded_at"]
+    fields = ["revision", "written_by", "title", "content", "tags", "related_agent_ids", "provenance", "recorded_at"]
     readonly_fields = fields
     ordering = ["-revision"]
+
+    @admin.display(description="written by")
+    def written_by(self, revision: EntryRevision) -> str:
+        """The writer frozen on the revision: name, client id and token scopes (notebook.writers)."""
+        writer = revision.writer
+        if writer.kind == UNKNOWN:
+            return writer.label
+        details = [f"client id {writer.client_id}"] if writer.client_id else []
+        if writer.scopes:
+            details.append(f"scopes {writer.scopes}")
+        if writer.kind == APPLICATION and writer.application_id is None:
+            details.append("application since deleted")
+        return f"{writer.label} ({'; '.join(details)})" if details else writer.label
 
 
 class TagFilter(admin.SimpleListFilter):

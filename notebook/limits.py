@@ -33,6 +33,11 @@ CANDIDATES_PER_PAGE = 100
 MAX_ARGUMENT_MEMBERS = 2_000
 MAX_BODY_BYTES = 1024 * 1024
 
+# Who wrote a revision (not a contract limit): an OAuth application's client id and name
+# are at most 255 characters in django-oauth-toolkit; the stored copies and an export
+# file's writer fields share that bound.
+WRITER_FIELD_MAX_CHARS = 255
+
 
 def thousands(number: int) -> str:
     """A limit as the contract writes it: 65536 -> "65,536"."""

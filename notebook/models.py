@@ -7,6 +7,7 @@ import uuid
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from oauth2_provider.settings import oauth2_settings
 
 from notebook.limits import (
     CONTENT_MAX_BYTES,
@@ -14,7 +15,9 @@ from notebook.limits import (
     REQUEST_ID_MAX_CHARS,
     TAG_MAX_CHARS,
     TITLE_MAX_CHARS,
+    WRITER_FIELD_MAX_CHARS,
 )
+from notebook.writers import APPLICATION, KINDS, UNKNOWN, Writer
 
 # Joins an entry's normalized tags in ``Entry.search_tags_text``. Tags hold no
 # control characters, so a newline never comes from a tag itself.
@@ -110,16 +113,43 @@ class EntryRevision(models.Model):
     related_agent_ids = models.JSONField(default=list)
     provenance = models.JSONField(null=True, blank=True)
     recorded_at = models.DateTimeField()
+    # Who wrote this revision (notebook.writers), frozen when it was recorded: the
+    # application's client id, name and the token's scopes are copies, so they survive the
+    # application being renamed or deleted (the link then becomes NULL).
+    writer_kind = models.CharField(max_length=16, choices=[(kind, kind) for kind in KINDS], default=UNKNOWN)
+    writer_application = models.ForeignKey(
+        oauth2_settings.APPLICATION_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    writer_client_id = models.CharField(max_length=WRITER_FIELD_MAX_CHARS, default="", blank=True)
+    writer_name = models.CharField(max_length=WRITER_FIELD_MAX_CHARS, default="", blank=True)
+    writer_scopes = models.CharField(max_length=WRITER_FIELD_MAX_CHARS, default="", blank=True)
 
     class Meta:
         ordering = ["entry", "-revision"]
+        indexes = [
+            # "What did this application write?": the person's ?app= filter and the counts on
+            # the connected-applications page look revisions up by client id, then join the
+            # entry for its codex. (Once revisions carry their codex, (codex, client id) is better.)
+            models.Index(fields=["codex", "writer_client_id", "entry"], name="notebook_entryrevision_writer"),
+        ]
         constraints = [
             models.UniqueConstraint(fields=["entry", "revision"], name="notebook_entryrevision_unique_per_entry"),
             models.CheckConstraint(condition=Q(revision__gte=1), name="notebook_entryrevision_revision_positive"),
+            models.CheckConstraint(condition=Q(writer_kind__in=KINDS), name="notebook_entryrevision_writer_kind_known"),
+            models.CheckConstraint(
+                condition=~Q(writer_kind=APPLICATION) | ~Q(writer_client_id=""),
+                name="notebook_entryrevision_application_writer_has_client_id",
+            ),
         ]
 
     def __str__(self) -> str:
         return f"{self.entry_id} r{self.revision}"
+
+    @property
+    def writer(self) -> Writer:
+        return Writer(
+            self.writer_kind, self.writer_application_id, self.writer_client_id, self.writer_name, self.writer_scopes
+        )
 
 
 class EntryTag(models.Model):

@@ -7,14 +7,15 @@ from dataclasses import dataclass
 
 from django.core import signing
 from django.db import connection
-from django.db.models import Q, QuerySet
+from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Substr
 
 from notebook.exceptions import InvalidArgument, NotFound
 from notebook.limits import CANDIDATES_PER_PAGE, EXCERPT_CHARS
-from notebook.models import Codex, Entry
+from notebook.models import Codex, Entry, EntryRevision
 from notebook.validation import SearchParams, canonical_json, normalize_for_search
+from notebook.writers import APPLICATION
 
 # One message for "missing" and "someone else's", so the answer reveals nothing.
 NOT_FOUND_MESSAGE = "no entry with this id exists in your codex"
@@ -51,7 +52,10 @@ def entry_get(*, codex: Codex, entry_id: uuid.UUID) -> Entry:
 
 def _cursor_binding(codex: Codex, params: SearchParams) -> str:
     """Ties a cursor to its codex and filters without revealing either."""
-    bound = canonical_json([codex.pk, params.query, params.tag, params.related_agent_id])
+    filters = [codex.pk, params.query, params.tag, params.related_agent_id]
+    if params.written_by is not None:  # only the person's pages set it; tool cursors stay as they were
+        filters.append(params.written_by)
+    bound = canonical_json(filters)
     return hashlib.sha256(bound.encode("utf-8")).hexdigest()[:32]
 
 
@@ -132,6 +136,8 @@ def _candidates(codex: Codex, params: SearchParams, after: uuid.UUID | None) -> 
                 bounds[f"{relation}__entry_id__gt"] = after
             candidates = candidates.filter(**bounds)
             order = f"{relation}__entry_id"
+    if params.written_by is not None:
+        candidates = candidates.filter(Exists(_written_by(params.written_by).filter(codex=codex, entry=OuterRef("pk"))))
     normalized_query = normalize_for_search(params.query)
     # U+0000 cannot be sent to PostgreSQL (nor stored in any searched field); such a
     # query keeps the plain scan, which finds nothing, correctly.
@@ -257,3 +263,76 @@ def entry_recent(*, codex: Codex, params: SearchParams, max_scanned: int = 10 * 
         payload = {"u": last.updated_at.isoformat(), "a": str(last.id), "b": _cursor_binding(codex, params)}
         next_cursor = signing.dumps(payload, salt=_RECENT_CURSOR_SALT)
     return RecentPage(entries=entries, next_cursor=next_cursor, scanned=scanned)
+
+
+# --- Who wrote what, for the person's pages -------------------------------------------------
+# An application "wrote" an entry when it wrote at least one of its revisions; it "created"
+# it when it wrote revision 1, and "last changed" it when it wrote the current revision.
+# Applications are matched by the client id frozen on the revision, so an application
+# deleted since still has its notes; imported revisions never count (see notebook.writers).
+
+
+def _written_by(client_id: str) -> QuerySet[EntryRevision]:
+    return EntryRevision.objects.filter(writer_kind=APPLICATION, writer_client_id=client_id)
+
+
+def _written_by_any(client_ids: list[str]) -> QuerySet[EntryRevision]:
+    return EntryRevision.objects.filter(writer_kind=APPLICATION, writer_client_id__in=client_ids)
+
+
+@dataclass(frozen=True)
+class WriterCounts:
+    wrote: int  # entries with at least one revision by the application
+    created: int  # entries whose revision 1 it wrote
+    last_changed: int  # entries whose current revision it wrote
+
+
+def writer_counts(*, codex: Codex, client_ids: list[str]) -> dict[str, WriterCounts]:
+    """Per client id, how many of the codex's entries the application wrote, created and
+    last changed: one grouped query (served by the revisions' writer index) for any number
+    of applications. Client ids that wrote nothing are absent."""
+    rows = (
+        _written_by_any(client_ids)
+        .filter(codex=codex)
+        .values("writer_client_id")
+        .annotate(
+            wrote=Count("entry", distinct=True),
+            created=Count("pk", filter=Q(revision=1)),
+            last_changed=Count("pk", filter=Q(revision=F("entry__revision"))),
+        )
+        .order_by()
+    )
+    return {row["writer_client_id"]: WriterCounts(row["wrote"], row["created"], row["last_changed"]) for row in rows}
+
+
+@dataclass(frozen=True)
+class EntryWriters:
+    created_by: EntryRevision  # revision 1 (its ``writer``)
+    last_changed_by: EntryRevision  # the current revision
+
+
+def entry_writers(*, codex: Codex, entry_ids: list[uuid.UUID]) -> dict[uuid.UUID, EntryWriters]:
+    """Who created and who last changed each of these entries of the codex, in one query
+    (revision 1 and the current revision of each). Ids of other codexes are absent."""
+    revisions = EntryRevision.objects.filter(codex=codex, entry_id__in=entry_ids).filter(
+        Q(revision=1) | Q(revision=F("entry__revision"))
+    )
+    first: dict[uuid.UUID, EntryRevision] = {}
+    current: dict[uuid.UUID, EntryRevision] = {}
+    # At most two rows per entry, in revision order: revision 1 first (an imported entry may
+    # lack it; then its current revision stands in), the current one last.
+    for revision in revisions.defer("content", "provenance").order_by("entry_id", "revision"):
+        first.setdefault(revision.entry_id, revision)
+        current[revision.entry_id] = revision
+    return {entry_id: EntryWriters(first[entry_id], current[entry_id]) for entry_id in current}
+
+
+def writer_name(*, codex: Codex, client_id: str) -> str | None:
+    """The name an application had when it last wrote in this codex (None if it never did)."""
+    return (
+        _written_by(client_id)
+        .filter(codex=codex)
+        .order_by("-recorded_at", "-pk")
+        .values_list("writer_name", flat=True)
+        .first()
+    )

@@ -12,6 +12,7 @@ from notebook.exceptions import Conflict, NotFound
 from notebook.models import SEARCH_TAGS_SEPARATOR, Codex, Entry, EntryRelatedAgent, EntryRevision, EntryTag, RequestKey
 from notebook.selectors import NOT_FOUND_MESSAGE
 from notebook.validation import EntryInput, normalize_for_search
+from notebook.writers import UNKNOWN_WRITER, Writer
 
 
 def _now() -> dt.datetime:
@@ -52,10 +53,11 @@ def _drop_index(entry: Entry) -> None:
     EntryRelatedAgent.objects.filter(codex_id=entry.codex_id, entry=entry).delete()
 
 
-def _record(entry: Entry) -> None:
-    """Snapshot the entry's new revision and write its exact tag/agent index rows."""
+def _record(entry: Entry, writer: Writer) -> None:
+    """Snapshot the entry's new revision (with who wrote it) and write its exact tag/agent index rows."""
     EntryRevision.objects.create(
         codex_id=entry.codex_id,
+        **writer.columns(),
         entry=entry,
         revision=entry.revision,
         title=entry.title,
@@ -82,8 +84,12 @@ def _replay(key: RequestKey, data: EntryInput) -> Entry:
 
 
 @transaction.atomic
-def entry_save(*, codex: Codex, request_id: str, data: EntryInput) -> Entry:
+def entry_save(*, codex: Codex, request_id: str, data: EntryInput, writer: Writer = UNKNOWN_WRITER) -> Entry:
     """Create an entry at revision 1, idempotently by ``request_id`` within the codex.
+
+    ``writer`` (the application behind the call) is recorded on revision 1; the tools
+    always pass it, and a caller that does not (a shell, a test) records "unknown". A
+    replayed save records nothing, so the writer stays that of the first save.
 
     The same request id with the same input returns the entry's current state; with
     other input it is a conflict. Concurrent identical saves all insert-then-collide
@@ -106,7 +112,7 @@ def entry_save(*, codex: Codex, request_id: str, data: EntryInput) -> Entry:
             quotas.charge(codex=codex, entries=1, stored_bytes=quotas.input_bytes(data))
             entry.save(force_insert=True)
             RequestKey.objects.create(codex=codex, request_id=request_id, fingerprint=data.fingerprint, entry=entry)
-            _record(entry)
+            _record(entry, writer)
     except IntegrityError:
         key = RequestKey.objects.filter(codex=codex, request_id=request_id).first()
         if key is None:
@@ -116,8 +122,12 @@ def entry_save(*, codex: Codex, request_id: str, data: EntryInput) -> Entry:
 
 
 @transaction.atomic
-def entry_update(*, codex: Codex, entry_id: uuid.UUID, expected_revision: int, data: EntryInput) -> Entry:
+def entry_update(
+    *, codex: Codex, entry_id: uuid.UUID, expected_revision: int, data: EntryInput, writer: Writer = UNKNOWN_WRITER
+) -> Entry:
     """Replace an entry completely if its revision is still ``expected_revision``.
+
+    ``writer`` is recorded on the new revision (see ``entry_save``).
 
     The row lock serialises concurrent updates: of any number that expect the same
     revision, exactly one succeeds and the rest see the new revision and conflict.
@@ -145,7 +155,7 @@ def entry_update(*, codex: Codex, entry_id: uuid.UUID, expected_revision: int, d
     }
     Entry.objects.filter(codex_id=entry.codex_id, pk=entry.pk).update(**changed)
     _drop_index(entry)
-    _record(entry)
+    _record(entry, writer)
     return entry
 
 

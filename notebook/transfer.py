@@ -19,14 +19,17 @@ from django.utils import timezone
 
 from notebook import quotas
 from notebook.exceptions import InvalidArgument, ResourceExhausted
-from notebook.limits import MAX_SAFE_INTEGER
+from notebook.limits import MAX_SAFE_INTEGER, WRITER_FIELD_MAX_CHARS
 from notebook.models import Codex, Entry, EntryRelatedAgent, EntryRevision, EntryTag
 from notebook.representations import entry_dict, rfc3339_ms
 from notebook.services import _apply  # the one place entry fields and search columns are derived
 from notebook.validation import EntryInput, parse_entry_id, parse_entry_input
+from notebook.writers import IMPORT, IMPORT_WRITER, KINDS, UNKNOWN, Writer
 
 EXPORT_FORMAT = "agent-codex-export"
-EXPORT_VERSION = 1
+# Version 2 added each snapshot's "writer"; version 1 files (without it) still import.
+EXPORT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 EXPORT_BATCH = 500
 # Refused entries listed in a report; the count is always exact.
 REPORT_MAX_REFUSALS = 100
@@ -53,6 +56,8 @@ def _revision_dict(revision: EntryRevision) -> dict[str, Any]:
         if value is not None:
             data[member] = value
     data["recordedAt"] = rfc3339_ms(revision.recorded_at)
+    writer = revision.writer
+    data["writer"] = {"kind": writer.kind, "clientId": writer.client_id, "name": writer.name, "scopes": writer.scopes}
     return data
 
 
@@ -156,6 +161,7 @@ class _Snapshot:
     revision: int
     data: EntryInput
     recorded_at: dt.datetime
+    writer: Writer
 
 
 @dataclass(frozen=True)
@@ -182,8 +188,10 @@ def load_document(raw: bytes | str) -> dict[str, Any]:
         raise ImportRefused(f"the file is not JSON ({error})") from None
     if not isinstance(document, dict) or document.get("format") != EXPORT_FORMAT:
         raise ImportRefused(f'the file is not an Agent Codex export (no "format": "{EXPORT_FORMAT}")')
-    if document.get("version") != EXPORT_VERSION:
-        raise ImportRefused(f"export version {document.get('version')!r} is not supported (this server reads 1)")
+    version = document.get("version")
+    if isinstance(version, bool) or version not in READABLE_VERSIONS:
+        readable = " and ".join(str(v) for v in READABLE_VERSIONS)
+        raise ImportRefused(f"export version {version!r} is not supported (this server reads {readable})")
     if not isinstance(document.get("entries"), list):
         raise ImportRefused('the file has no "entries" array')
     return document
@@ -216,7 +224,36 @@ def _entry_input(raw: dict[str, Any], path: str) -> EntryInput:
         raise InvalidArgument(error.message.replace("entry.", f"{path}.", 1)) from None
 
 
-def _parse_entry(raw: Any) -> _ImportedEntry:
+_WRITER_MEMBERS = {"kind": "kind", "clientId": "client id", "name": "name", "scopes": "scopes"}
+
+
+def _imported_writer(raw: Any, path: str) -> Writer:
+    """Who an imported snapshot is recorded as written by: an import, carrying the writer the
+    file names (if any) as information. The file's claim is never linked to an application
+    of this server, so it does not count as that application's writing here."""
+    if raw is None:
+        return IMPORT_WRITER
+    if not isinstance(raw, dict):
+        raise InvalidArgument(f"{path} must be an object")
+    extra = sorted(set(raw) - set(_WRITER_MEMBERS))
+    if extra:
+        raise InvalidArgument(f"{path} has unknown member {extra[0]!r}")
+    values = {}
+    for member in _WRITER_MEMBERS:
+        value = raw.get(member, "")
+        if not isinstance(value, str) or len(value) > WRITER_FIELD_MAX_CHARS or not value.isprintable():
+            raise InvalidArgument(
+                f"{path}.{member} must be a string of at most {WRITER_FIELD_MAX_CHARS} printable characters"
+            )
+        values[member] = value
+    if values["kind"] not in KINDS:
+        raise InvalidArgument(f"{path}.kind must be one of {', '.join(KINDS)}")
+    if values["kind"] == UNKNOWN:
+        return IMPORT_WRITER
+    return Writer(IMPORT, None, values["clientId"], values["name"], values["scopes"])
+
+
+def _parse_entry(raw: Any, version: int) -> _ImportedEntry:
     if not isinstance(raw, dict):
         raise InvalidArgument("the entry must be an object")
     unknown = sorted(set(raw) - _ENTRY_MEMBERS - {"revisions"})
@@ -239,7 +276,8 @@ def _parse_entry(raw: Any) -> _ImportedEntry:
         path = f"revisions[{index}]"
         if not isinstance(snapshot, dict):
             raise InvalidArgument(f"{path} must be an object")
-        extra = sorted(set(snapshot) - set(_SNAPSHOT_FIELDS) - {"revision", "recordedAt"})
+        allowed = {"revision", "recordedAt", "writer"} if version >= 2 else {"revision", "recordedAt"}
+        extra = sorted(set(snapshot) - set(_SNAPSHOT_FIELDS) - allowed)
         if extra:
             raise InvalidArgument(f"{path} has unknown member {extra[0]!r}")
         number = _revision_number(snapshot.get("revision"), f"{path}.revision")
@@ -247,7 +285,12 @@ def _parse_entry(raw: Any) -> _ImportedEntry:
             raise InvalidArgument(f"{path}.revision {number} repeats or is above the entry's revision {revision}")
         seen.add(number)
         snapshots.append(
-            _Snapshot(number, _entry_input(snapshot, path), _moment(snapshot.get("recordedAt"), f"{path}.recordedAt"))
+            _Snapshot(
+                number,
+                _entry_input(snapshot, path),
+                _moment(snapshot.get("recordedAt"), f"{path}.recordedAt"),
+                _imported_writer(snapshot.get("writer"), f"{path}.writer"),
+            )
         )
     if revision not in seen:
         raise InvalidArgument(f"revisions has no snapshot of the current revision {revision}")
@@ -284,6 +327,7 @@ def _create(codex: Codex, entry_id: uuid.UUID, item: _ImportedEntry) -> None:
     EntryRevision.objects.bulk_create(
         EntryRevision(
             codex=codex,
+            **snapshot.writer.columns(),
             entry=entry,
             revision=snapshot.revision,
             title=snapshot.data.title,
@@ -316,7 +360,7 @@ def codex_import(*, codex: Codex, document: dict[str, Any], progress: Progress |
     seen_ids: set[uuid.UUID] = set()
     for index, raw in enumerate(raw_entries):
         try:
-            item = _parse_entry(raw)
+            item = _parse_entry(raw, document["version"])
             if item.entry_id in seen_ids:
                 raise InvalidArgument("the same id appears earlier in the file")
             seen_ids.add(item.entry_id)

@@ -212,10 +212,15 @@ class SearchParams:
     related_agent_id: str | None
     limit: int
     cursor: str | None
+    # Not a tool argument: the person's pages narrow to entries an application (by client
+    # id) wrote a revision of. The tools never set it, so their cursors are unchanged.
+    written_by: str | None = None
 
     @property
     def filtered(self) -> bool:
-        return bool(self.query) or self.tag is not None or self.related_agent_id is not None
+        return (
+            bool(self.query) or self.tag is not None or self.related_agent_id is not None or self.written_by is not None
+        )
 
 
 def parse_search_params(

@@ -4,9 +4,12 @@ import datetime as dt
 import itertools
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connection
 from django.test import TestCase, TransactionTestCase
+from django.utils import timezone
+from oauth2_provider.models import get_access_token_model, get_application_model, set_token_value
 
 from authserver.tokens import mint_access_token
 from mcp_endpoint.auth import check_bearer_token
@@ -24,6 +27,30 @@ def nested(depth: int) -> dict:
     for _ in range(depth - 1):
         tree = {"n": tree}
     return tree
+
+
+def connect_application(user, name: str, scopes: str = "notes:read notes:write", application=None):
+    """A connected application of ``user`` (created unless given) and a raw access token it
+    holds for this server, as the authorization-code flow would leave them."""
+    Application = get_application_model()
+    if application is None:
+        application = Application.objects.create(
+            name=name,
+            client_type=Application.CLIENT_PUBLIC,
+            authorization_grant_type=Application.GRANT_AUTHORIZATION_CODE,
+            redirect_uris="http://127.0.0.1:9/callback",
+        )
+    raw = f"token-{name}-{user.pk}-{next(_request_ids)}"
+    token = get_access_token_model()(
+        user=user,
+        application=application,
+        expires=timezone.now() + dt.timedelta(hours=1),
+        scope=scopes,
+        resource=[settings.CODEX_RESOURCE_URL],
+    )
+    set_token_value(token, raw)
+    token.save()
+    return application, raw
 
 
 def on_postgres() -> bool:

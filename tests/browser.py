@@ -11,6 +11,7 @@ Screenshots go to ``var/screenshots/`` (ignored by git) so a person can look at 
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 from unittest import SkipTest
 
 from django.conf import settings
@@ -60,3 +61,36 @@ def headless_chromium():
     web.set_page_load_timeout(30)
     web.implicitly_wait(0)
     return web
+
+
+class BrowserPages:
+    """What page tests do in the browser ``self.web`` against ``self.live``: wait, sign in as a
+    test person (password ``<name>-password``), and take whole-page screenshots named
+    ``<screenshot_prefix>-<name>.png``."""
+
+    web: Any
+    live: Any
+    screenshot_prefix: str
+
+    def shot(self, name: str) -> None:
+        """The whole page: the window grows to the document's height for the picture."""
+        height = self.web.execute_script("return document.documentElement.scrollHeight")
+        self.web.set_window_size(1100, min(height + 140, 4000))
+        self.web.save_screenshot(str(screenshot_dir() / f"{self.screenshot_prefix}-{name}.png"))
+        self.web.set_window_size(1100, 900)
+
+    def wait(self):
+        from selenium.webdriver.support.ui import WebDriverWait
+
+        return WebDriverWait(self.web, 15)
+
+    def sign_in(self, next_path: str = "/codex/", username: str = "alice") -> None:
+        from selenium.webdriver.common.by import By
+        from selenium.webdriver.support import expected_conditions
+
+        self.web.get(self.live.base_url + next_path)
+        self.wait().until(expected_conditions.url_contains("/accounts/login/"))
+        self.web.find_element(By.ID, "id_username").send_keys(username)
+        self.web.find_element(By.ID, "id_password").send_keys(f"{username}-password")
+        self.web.find_element(By.CSS_SELECTOR, "button[type=submit].primary").click()
+        self.wait().until(expected_conditions.presence_of_element_located((By.TAG_NAME, "h1")))

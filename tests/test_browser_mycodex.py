@@ -9,16 +9,17 @@ from pathlib import Path
 
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions
-from selenium.webdriver.support.ui import WebDriverWait
 
 from notebook import services
 from notebook.models import Entry
 from notebook.validation import parse_entry_input
-from tests.browser import headless_chromium, screenshot_dir
+from tests.browser import BrowserPages, headless_chromium
 from tests.live import LiveServerTestCase
 
 
-class BrowserMyCodexTests(LiveServerTestCase):
+class BrowserMyCodexTests(BrowserPages, LiveServerTestCase):
+    screenshot_prefix = "mycodex"
+
     def setUp(self) -> None:
         self.web = headless_chromium()
         self.addCleanup(self.web.quit)
@@ -29,24 +30,6 @@ class BrowserMyCodexTests(LiveServerTestCase):
 
     def save(self, request_id: str, **entry) -> Entry:
         return services.entry_save(codex=self.codex, request_id=request_id, data=parse_entry_input(entry))
-
-    def shot(self, name: str) -> None:
-        """The whole page: the window grows to the document's height for the picture."""
-        height = self.web.execute_script("return document.documentElement.scrollHeight")
-        self.web.set_window_size(1100, min(height + 140, 4000))
-        self.web.save_screenshot(str(screenshot_dir() / f"mycodex-{name}.png"))
-        self.web.set_window_size(1100, 900)
-
-    def wait(self):
-        return WebDriverWait(self.web, 15)
-
-    def sign_in(self, next_path: str = "/codex/") -> None:
-        self.web.get(self.live.base_url + next_path)
-        self.wait().until(expected_conditions.url_contains("/accounts/login/"))
-        self.web.find_element(By.ID, "id_username").send_keys("alice")
-        self.web.find_element(By.ID, "id_password").send_keys("alice-password")
-        self.web.find_element(By.CSS_SELECTOR, "button[type=submit].primary").click()
-        self.wait().until(expected_conditions.presence_of_element_located((By.TAG_NAME, "h1")))
 
     def test_an_empty_codex_says_how_to_connect_an_agent(self) -> None:
         self.sign_in()
