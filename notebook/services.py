@@ -4,14 +4,19 @@ import datetime as dt
 import uuid
 
 from django.contrib.auth.base_user import AbstractBaseUser
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError
 from django.utils import timezone
 
 from notebook import quotas
-from notebook.exceptions import Conflict, NotFound
+from notebook.exceptions import Conflict, NotFound, ResourceExhausted
 from notebook.models import SEARCH_TAGS_SEPARATOR, Codex, Entry, EntryRelatedAgent, EntryRevision, EntryTag, RequestKey
+from notebook.rows import KeyedRead
 from notebook.selectors import NOT_FOUND_MESSAGE
+from notebook.transactions import write_transaction
 from notebook.validation import EntryInput, normalize_for_search
+
+# Entry.objects.select_for_update().filter(codex=..., pk=...).first(), compiled once.
+_ENTRY_FOR_UPDATE = KeyedRead(Entry, ("codex_id", "id"), lock=True)
 
 
 def _now() -> dt.datetime:
@@ -46,14 +51,12 @@ def _apply(entry: Entry, data: EntryInput) -> None:
     entry.search_tags_text = SEARCH_TAGS_SEPARATOR.join(entry.search_tags)
 
 
-def _drop_index(entry: Entry) -> None:
-    """Remove the entry's exact tag/agent index rows, before ``_record`` writes the new ones."""
-    EntryTag.objects.filter(codex_id=entry.codex_id, entry=entry).delete()
-    EntryRelatedAgent.objects.filter(codex_id=entry.codex_id, entry=entry).delete()
+def _record(entry: Entry, *, old_tags: list[str] | None = None, old_agents: list[str] | None = None) -> None:
+    """Snapshot the entry's new revision and write its exact tag/agent index rows.
 
-
-def _record(entry: Entry) -> None:
-    """Snapshot the entry's new revision and write its exact tag/agent index rows."""
+    For an update, ``old_tags``/``old_agents`` are the entry's previous values: index rows
+    are rewritten only where they changed, and an empty list costs no statement.
+    """
     EntryRevision.objects.create(
         codex_id=entry.codex_id,
         entry=entry,
@@ -65,10 +68,13 @@ def _record(entry: Entry) -> None:
         provenance=entry.provenance,
         recorded_at=entry.updated_at,
     )
-    EntryTag.objects.bulk_create(EntryTag(codex_id=entry.codex_id, entry=entry, value=v) for v in entry.tags)
-    EntryRelatedAgent.objects.bulk_create(
-        EntryRelatedAgent(codex_id=entry.codex_id, entry=entry, value=v) for v in entry.related_agent_ids
-    )
+    for model, old, new in ((EntryTag, old_tags, entry.tags), (EntryRelatedAgent, old_agents, entry.related_agent_ids)):
+        if old == new:
+            continue
+        if old:
+            model.objects.filter(codex_id=entry.codex_id, entry=entry).delete()
+        if new:
+            model.objects.bulk_create(model(codex_id=entry.codex_id, entry=entry, value=value) for value in new)
 
 
 def _replay(key: RequestKey, data: EntryInput) -> Entry:
@@ -77,11 +83,10 @@ def _replay(key: RequestKey, data: EntryInput) -> Entry:
             f"requestId {key.request_id!r} was already used to save different entry input; "
             "use a new requestId for a new entry"
         )
-    # The entry's current state, which may be a later revision than the one saved.
-    return Entry.objects.get(codex_id=key.codex_id, pk=key.entry_id)
+    # The entry's current state (read with the key), which may be a later revision than the one saved.
+    return key.entry
 
 
-@transaction.atomic
 def entry_save(*, codex: Codex, request_id: str, data: EntryInput) -> Entry:
     """Create an entry at revision 1, idempotently by ``request_id`` within the codex.
 
@@ -90,41 +95,39 @@ def entry_save(*, codex: Codex, request_id: str, data: EntryInput) -> Entry:
     on the request key's unique constraint, so exactly one entry is created and every
     caller gets it back.
     """
-    key = RequestKey.objects.filter(codex=codex, request_id=request_id).first()
-    if key is not None:
-        return _replay(key, data)
-
     now = _now()
     entry = Entry(codex=codex, revision=1, created_at=now, updated_at=now)
     _apply(entry, data)
     try:
-        # Insert first, then handle the duplicate (as contrib.sessions does): the
-        # savepoint lets the outer transaction read the winner after a collision.
-        with transaction.atomic():
-            # Usage first: a save past a quota writes nothing (and a collision below
-            # rolls the count back with the savepoint).
+        # Insert first, then handle the duplicate (as contrib.sessions does). The
+        # transaction is the whole write, so a fresh save (the common case) costs no
+        # pre-read and no savepoint; a collision rolls it all back (usage included) and
+        # the winner, committed by then, is read after it.
+        with write_transaction():
+            # Usage first: a save past a quota writes nothing.
             quotas.charge(codex=codex, entries=1, stored_bytes=quotas.input_bytes(data))
             entry.save(force_insert=True)
             RequestKey.objects.create(codex=codex, request_id=request_id, fingerprint=data.fingerprint, entry=entry)
             _record(entry)
-    except IntegrityError:
-        key = RequestKey.objects.filter(codex=codex, request_id=request_id).first()
+    except (IntegrityError, ResourceExhausted):
+        # A replayed save answers with its entry even when the codex is full now.
+        key = RequestKey.objects.select_related("entry").filter(codex=codex, request_id=request_id).first()
         if key is None:
             raise
         return _replay(key, data)
     return entry
 
 
-@transaction.atomic
+@write_transaction()
 def entry_update(*, codex: Codex, entry_id: uuid.UUID, expected_revision: int, data: EntryInput) -> Entry:
     """Replace an entry completely if its revision is still ``expected_revision``.
 
     The row lock serialises concurrent updates: of any number that expect the same
     revision, exactly one succeeds and the rest see the new revision and conflict.
     """
-    # select_for_update: serialise revision numbers (a no-op on SQLite, whose
-    # IMMEDIATE transactions already serialise writers).
-    entry = Entry.objects.select_for_update().filter(codex=codex, pk=entry_id).first()
+    # FOR UPDATE: serialise revision numbers (left out on SQLite, whose IMMEDIATE
+    # transactions already serialise writers).
+    entry = _ENTRY_FOR_UPDATE.first(codex.pk, entry_id)
     if entry is None:
         raise NotFound(NOT_FOUND_MESSAGE)
     if entry.revision != expected_revision:
@@ -133,6 +136,7 @@ def entry_update(*, codex: Codex, entry_id: uuid.UUID, expected_revision: int, d
             "get the latest entry, reconcile, and send a new replacement"
         )
     quotas.charge(codex=codex, entries=0, stored_bytes=quotas.input_bytes(data))
+    old_tags, old_agents = list(entry.tags), list(entry.related_agent_ids)
     _apply(entry, data)
     entry.revision += 1
     entry.updated_at = max(_now(), entry.created_at)
@@ -144,8 +148,7 @@ def entry_update(*, codex: Codex, entry_id: uuid.UUID, expected_revision: int, d
         if not field.primary_key and field.attname != "codex_id"
     }
     Entry.objects.filter(codex_id=entry.codex_id, pk=entry.pk).update(**changed)
-    _drop_index(entry)
-    _record(entry)
+    _record(entry, old_tags=old_tags, old_agents=old_agents)
     return entry
 
 
@@ -169,7 +172,7 @@ def _delete_entries(codex: Codex, entry_ids: list[uuid.UUID]) -> None:
     quotas.release(codex=codex, entries=deleted, stored_bytes=freed)
 
 
-@transaction.atomic
+@write_transaction()
 def entry_delete(*, codex: Codex, entry_id: uuid.UUID) -> None:
     """Delete one entry of this codex with all its rows (contract 9); ``not_found`` if it
     is missing or in another codex. The row lock makes a concurrent update wait and then
@@ -181,7 +184,7 @@ def entry_delete(*, codex: Codex, entry_id: uuid.UUID) -> None:
     _delete_entries(codex, [entry.pk])
 
 
-@transaction.atomic
+@write_transaction()
 def codex_clear(*, codex: Codex) -> int:
     """Delete every entry of this codex (with all their rows) and return how many.
 
