@@ -81,14 +81,14 @@ def allow_batched(bucket: str, key: str, *, limit: int, window_seconds: int) -> 
         pending, state.pending = state.pending, 0
     # Outside the lock: one cache round trip for the whole batch.
     shared_key = f"ratelimit:{bucket}:{key}:{window}"
-    if cache.add(shared_key, pending, timeout=window_seconds + 1):
-        count = pending
-    else:
-        try:
-            count = cache.incr(shared_key, pending)
-        except ValueError:  # expired between add() and incr()
-            cache.set(shared_key, pending, timeout=window_seconds + 1)
+    # incr() first: only a window's first flush finds no counter.
+    try:
+        count = cache.incr(shared_key, pending)
+    except ValueError:
+        if cache.add(shared_key, pending, timeout=window_seconds + 1):
             count = pending
+        else:  # another process created it meanwhile
+            count = cache.incr(shared_key, pending)
     with _windows_lock:
         if state.window == window:
             state.shared = max(state.shared, count)
