@@ -93,3 +93,81 @@ class KeyedRead(Generic[M]):
             cursor.execute(sql, params)
             row = cursor.fetchone()
         return None if row is None else columns.instance(row, connection)
+
+
+class _PerDatabase:
+    """Statements built once per database alias."""
+
+    def __init__(self) -> None:
+        self._built: dict[str, Any] = {}
+
+    def built(self, alias: str) -> Any:
+        built = self._built.get(alias)
+        if built is None:
+            built = self._built[alias] = self.build(connections[alias])
+        return built
+
+    def build(self, connection: BaseDatabaseWrapper) -> Any:
+        raise NotImplementedError
+
+
+class Insert(_PerDatabase, Generic[M]):
+    """``obj.save(force_insert=True)`` / ``bulk_create(objs)`` without compiling an insert
+    per call: one ``INSERT ... VALUES`` for all ``objs``. Values are prepared as the ORM
+    prepares them (``pre_save`` then ``get_db_prep_save``); an auto primary key is left to
+    the database and not read back, so use it where nothing needs that key."""
+
+    def __init__(self, model: type[M]) -> None:
+        super().__init__()
+        self.model = model
+
+    def build(self, connection: BaseDatabaseWrapper) -> tuple[str, list[Field]]:
+        quote = connection.ops.quote_name
+        meta = self.model._meta
+        fields = [field for field in meta.local_concrete_fields if field is not meta.auto_field]
+        columns = ", ".join(quote(field.column) for field in fields)
+        return f"INSERT INTO {quote(meta.db_table)} ({columns}) VALUES ", fields
+
+    def rows(self, objs: Sequence[M]) -> None:
+        if not objs:
+            return
+        alias = router.db_for_write(self.model)
+        connection = connections[alias]
+        head, fields = self.built(alias)
+        one = "(" + ", ".join(["%s"] * len(fields)) + ")"
+        params = []
+        for obj in objs:
+            params.extend(field.get_db_prep_save(field.pre_save(obj, True), connection) for field in fields)
+            obj._state.adding = False
+            obj._state.db = alias
+        with connection.cursor() as cursor:
+            cursor.execute(head + ", ".join([one] * len(objs)), params)
+
+
+class UpdateRow(_PerDatabase, Generic[M]):
+    """``Model.objects.filter(k1=..., k2=...).update(every other concrete field from obj)``,
+    built once; returns the number of rows changed."""
+
+    def __init__(self, model: type[M], keys: Sequence[str]) -> None:
+        super().__init__()
+        self.model = model
+        self.keys = list(keys)
+
+    def build(self, connection: BaseDatabaseWrapper) -> tuple[str, list[Field], list[Field]]:
+        quote = connection.ops.quote_name
+        meta = self.model._meta
+        key_fields = [meta.get_field(name) for name in self.keys]
+        fields = [field for field in meta.concrete_fields if field not in key_fields and not field.primary_key]
+        assignments = ", ".join(f"{quote(field.column)} = %s" for field in fields)
+        where = " AND ".join(f"{quote(field.column)} = %s" for field in key_fields)
+        return f"UPDATE {quote(meta.db_table)} SET {assignments} WHERE {where}", fields, key_fields
+
+    def row(self, obj: M) -> int:
+        alias = router.db_for_write(self.model)
+        connection = connections[alias]
+        sql, fields, key_fields = self.built(alias)
+        params = [field.get_db_prep_save(getattr(obj, field.attname), connection) for field in fields]
+        params += [field.get_db_prep_value(getattr(obj, field.attname), connection) for field in key_fields]
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return cursor.rowcount

@@ -10,13 +10,18 @@ from django.utils import timezone
 from notebook import quotas
 from notebook.exceptions import Conflict, NotFound, ResourceExhausted
 from notebook.models import SEARCH_TAGS_SEPARATOR, Codex, Entry, EntryRelatedAgent, EntryRevision, EntryTag, RequestKey
-from notebook.rows import KeyedRead
+from notebook.rows import Insert, KeyedRead, UpdateRow
 from notebook.selectors import NOT_FOUND_MESSAGE
 from notebook.transactions import write_transaction
 from notebook.validation import EntryInput, normalize_for_search
 
-# Entry.objects.select_for_update().filter(codex=..., pk=...).first(), compiled once.
+# The hot path's statements, built once per database instead of compiled per call
+# (notebook.rows): the ORM's compiler cost more than SQLite's work, inside the write lock.
+# Entry.objects.select_for_update().filter(codex=..., pk=...).first():
 _ENTRY_FOR_UPDATE = KeyedRead(Entry, ("codex_id", "id"), lock=True)
+# Entry.objects.filter(codex_id=..., pk=...).update(every other field):
+_UPDATE_ENTRY = UpdateRow(Entry, ("codex_id", "id"))
+_INSERT = {model: Insert(model) for model in (Entry, RequestKey, EntryRevision, EntryTag, EntryRelatedAgent)}
 
 
 def _now() -> dt.datetime:
@@ -57,7 +62,7 @@ def _record(entry: Entry, *, old_tags: list[str] | None = None, old_agents: list
     For an update, ``old_tags``/``old_agents`` are the entry's previous values: index rows
     are rewritten only where they changed, and an empty list costs no statement.
     """
-    EntryRevision.objects.create(
+    snapshot = EntryRevision(
         codex_id=entry.codex_id,
         entry=entry,
         revision=entry.revision,
@@ -68,13 +73,13 @@ def _record(entry: Entry, *, old_tags: list[str] | None = None, old_agents: list
         provenance=entry.provenance,
         recorded_at=entry.updated_at,
     )
+    _INSERT[EntryRevision].rows([snapshot])
     for model, old, new in ((EntryTag, old_tags, entry.tags), (EntryRelatedAgent, old_agents, entry.related_agent_ids)):
         if old == new:
             continue
         if old:
             model.objects.filter(codex_id=entry.codex_id, entry=entry).delete()
-        if new:
-            model.objects.bulk_create(model(codex_id=entry.codex_id, entry=entry, value=value) for value in new)
+        _INSERT[model].rows([model(codex_id=entry.codex_id, entry=entry, value=value) for value in new])
 
 
 def _replay(key: RequestKey, data: EntryInput) -> Entry:
@@ -106,8 +111,9 @@ def entry_save(*, codex: Codex, request_id: str, data: EntryInput) -> Entry:
         with write_transaction():
             # Usage first: a save past a quota writes nothing.
             quotas.charge(codex=codex, entries=1, stored_bytes=quotas.input_bytes(data))
-            entry.save(force_insert=True)
-            RequestKey.objects.create(codex=codex, request_id=request_id, fingerprint=data.fingerprint, entry=entry)
+            _INSERT[Entry].rows([entry])
+            key = RequestKey(codex=codex, request_id=request_id, fingerprint=data.fingerprint, entry=entry)
+            _INSERT[RequestKey].rows([key])
             _record(entry)
     except (IntegrityError, ResourceExhausted):
         # A replayed save answers with its entry even when the codex is full now.
@@ -142,12 +148,7 @@ def entry_update(*, codex: Codex, entry_id: uuid.UUID, expected_revision: int, d
     entry.updated_at = max(_now(), entry.created_at)
     # Not entry.save(), whose UPDATE names only the primary key: every notebook query
     # names its codex, so the tables can be distributed by codex (docs/deploy.md).
-    changed = {
-        field.attname: getattr(entry, field.attname)
-        for field in Entry._meta.concrete_fields
-        if not field.primary_key and field.attname != "codex_id"
-    }
-    Entry.objects.filter(codex_id=entry.codex_id, pk=entry.pk).update(**changed)
+    _UPDATE_ENTRY.row(entry)
     _record(entry, old_tags=old_tags, old_agents=old_agents)
     return entry
 
