@@ -143,7 +143,8 @@ def _candidates(codex: Codex, params: SearchParams, after: uuid.UUID | None) -> 
         candidates = candidates.filter(_query_prefilter(normalized_query))
     deferred = ["content", "provenance", "search_tags_text"]
     if not params.query:
-        deferred.append("search_content")
+        # Only _matches reads the search columns (the tag/agent filters are in SQL).
+        deferred += ["search_title", "search_content", "search_tags"]
     return candidates.defer(*deferred).annotate(excerpt=Substr("content", 1, EXCERPT_CHARS)).order_by(order)
 
 
