@@ -1,7 +1,10 @@
-"""A fixed-window rate limit per client address, kept in Django's cache (the
-database cache by default, so every worker process shares the counts)."""
+"""A fixed-window rate limit per client address (or token), kept in Django's cache (the
+database cache by default, so every worker process shares the counts); ``allow_batched``
+for hot paths writes the cache once per batch of calls."""
 
+import threading
 import time
+from dataclasses import dataclass
 
 from django.core.cache import cache
 from django.http import HttpRequest
@@ -28,3 +31,71 @@ def allow(bucket: str, address: str, *, limit: int, window_seconds: int) -> tupl
             count = 1
     retry_after = (window + 1) * window_seconds - now
     return count <= limit, retry_after
+
+
+@dataclass
+class _Window:
+    """This process's view of one counter in one window."""
+
+    window: int
+    shared: int = 0  # the shared count as of this process's last flush
+    pending: int = 0  # calls counted here and not yet added to the shared count
+
+
+_windows: dict[str, _Window] = {}
+_windows_lock = threading.Lock()
+
+
+def batch_size(limit: int) -> int:
+    """How many calls a process counts before adding them to the shared counter: 1 % of
+    the limit, between 1 and 100 (so a small limit is counted exactly)."""
+    return max(1, min(100, limit // 100))
+
+
+def allow_batched(bucket: str, key: str, *, limit: int, window_seconds: int) -> tuple[bool, int]:
+    """Like ``allow``, for hot paths: calls are counted in process memory and added to the
+    shared counter (the cache, so every worker and host still shares one count) in batches
+    of ``batch_size(limit)``, and at once whenever the count nears the limit. The cache is
+    written once per batch instead of once per call.
+
+    The price is a bounded overshoot: each other process may hold up to one batch it has
+    not added yet, so at most ``processes * batch_size(limit)`` calls (1 % of the limit per
+    process) pass beyond ``limit`` in a window.
+    """
+    now = int(time.time())
+    window = now // window_seconds
+    retry_after = (window + 1) * window_seconds - now
+    batch = batch_size(limit)
+    name = f"{bucket}:{key}"
+    with _windows_lock:
+        state = _windows.get(name)
+        if state is None or state.window != window:
+            if state is None and len(_windows) > 10_000:
+                _forget_old_windows(window)
+            state = _windows[name] = _Window(window)
+        if state.shared > limit:
+            return False, retry_after  # the shared count only grows within a window
+        state.pending += 1
+        if state.pending < batch and state.shared + state.pending + batch <= limit:
+            return True, retry_after
+        pending, state.pending = state.pending, 0
+    # Outside the lock: one cache round trip for the whole batch.
+    shared_key = f"ratelimit:{bucket}:{key}:{window}"
+    # incr() first: only a window's first flush finds no counter.
+    try:
+        count = cache.incr(shared_key, pending)
+    except ValueError:
+        if cache.add(shared_key, pending, timeout=window_seconds + 1):
+            count = pending
+        else:  # another process created it meanwhile
+            count = cache.incr(shared_key, pending)
+    with _windows_lock:
+        if state.window == window:
+            state.shared = max(state.shared, count)
+    return count <= limit, retry_after
+
+
+def _forget_old_windows(window: int) -> None:
+    """Drop counters of past windows (their unflushed calls no longer matter)."""
+    for name in [name for name, state in _windows.items() if state.window != window]:
+        del _windows[name]

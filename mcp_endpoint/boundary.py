@@ -1,9 +1,10 @@
 """The one sync/async boundary between the async MCP handlers and the sync ORM."""
 
+import asyncio
+import contextvars
 from collections.abc import Callable
 from typing import TypeVar
 
-from asgiref.sync import sync_to_async
 from django.db import close_old_connections
 
 T = TypeVar("T")
@@ -12,7 +13,13 @@ T = TypeVar("T")
 async def run_sync(work: Callable[[], T]) -> T:
     """The one sync/async boundary: ORM work runs in a worker thread (not one shared
     thread), with connections opened and closed around it as Django's own ASGI
-    handler does around a request."""
+    handler does around a request.
+
+    What ``sync_to_async(thread_sensitive=False)`` does, without its machinery for sync
+    code that calls back into async code (none here): the loop's executor and the
+    caller's context variables. It halves the cost of the hop, which every tool call
+    pays once. Each worker thread keeps its own database connection, as before.
+    """
 
     def call() -> T:
         close_old_connections()
@@ -21,4 +28,5 @@ async def run_sync(work: Callable[[], T]) -> T:
         finally:
             close_old_connections()
 
-    return await sync_to_async(call, thread_sensitive=False)()
+    context = contextvars.copy_context()
+    return await asyncio.get_running_loop().run_in_executor(None, context.run, call)

@@ -6,6 +6,14 @@ origins, 403 for others, no token needed), Host (421), Origin (403), GET (405: n
 is offered), body size (413, before any parsing), bearer token (401), tool scopes (403
 ``insufficient_scope``), protocol version (400, ``mcp_endpoint.versions``); only then does
 the SDK's stateless Streamable HTTP transport see the request.
+
+A single ``tools/call`` of a known tool is the exception to the token and scope steps:
+its token is checked once, by the tool handler, afresh and in the same worker-thread hop
+as the service (``mcp_endpoint.server``), instead of twice. The guard wraps ``send`` and
+answers 401/403/503 with the challenge if that check refused the token, exactly as if it
+had refused it itself; a response that leaves before the handler checked (a protocol
+error from the SDK) waits for the guard's own check first. So no answer leaves without a
+token check, and a call costs one token query.
 """
 
 import logging
@@ -33,7 +41,7 @@ from mcp_endpoint.auth import ALL_SCOPES
 from mcp_endpoint.boundary import run_sync
 from mcp_endpoint.cors import OriginGuardingCORSMiddleware
 from mcp_endpoint.server import create_server
-from mcp_endpoint.tools import scopes_for
+from mcp_endpoint.tools import TOOLS_BY_NAME, scopes_for
 from notebook.limits import MAX_BODY_BYTES
 
 logger = logging.getLogger(__name__)
@@ -98,7 +106,21 @@ def _bearer_token(headers: Headers) -> str | None:
     return token.strip()
 
 
-def _called_tools(headers: Headers, body: bytes) -> list[str]:
+def _parse(body: bytes) -> Any:
+    """The body as JSON, parsed once for every guard that looks into it; None if malformed.
+
+    The SDK's own parser, so both agree on what is JSON: it refuses nesting past its
+    recursion limit with ValueError, where json.loads would raise RecursionError.
+    """
+    if not body:
+        return None
+    try:
+        return from_json(body)
+    except ValueError:
+        return None  # the SDK answers malformed (or too deeply nested) JSON with a parse error
+
+
+def _called_tools(headers: Headers, message: Any) -> list[str]:
     """Tool names this POST calls: from Mcp-Name (2026-07-28) or, for older clients, the body.
 
     The SDK later rejects a body that disagrees with the Mcp-* headers, so trusting
@@ -106,12 +128,6 @@ def _called_tools(headers: Headers, body: bytes) -> list[str]:
     """
     if headers.get("mcp-method") == "tools/call" and headers.get("mcp-name"):
         return [headers["mcp-name"]]
-    try:
-        # The SDK's own parser, so both agree on what is JSON: it refuses nesting past its
-        # recursion limit with ValueError, where json.loads would raise RecursionError.
-        message = from_json(body)
-    except ValueError:
-        return []  # the SDK answers malformed (or too deeply nested) JSON with a parse error
     messages = message if isinstance(message, list) else [message]
     names = []
     for item in messages:
@@ -120,6 +136,43 @@ def _called_tools(headers: Headers, body: bytes) -> list[str]:
             if isinstance(params, dict) and isinstance(params.get("name"), str):
                 names.append(params["name"])
     return names
+
+
+def _is_single_tool_call(headers: Headers, message: Any, names: list[str]) -> bool:
+    """One call of a known tool: its handler can check the token (contract 8's afresh check)."""
+    if len(names) != 1 or names[0] not in TOOLS_BY_NAME:
+        return False
+    if headers.get("mcp-method") == "tools/call":
+        return True  # 2026-07-28: one message per POST (the SDK refuses a body that disagrees)
+    return isinstance(message, dict)
+
+
+def _outage_response(error: Exception) -> Response:
+    log_database_unavailable(logger, "token check", error)
+    response = _plain_error(503, "The server cannot check tokens right now; retry shortly")
+    response.headers["Retry-After"] = "5"
+    return response
+
+
+def _insufficient_scope(names: Iterable[str], missing: Iterable[str]) -> Response:
+    needed = set().union(*(scopes_for(name) for name in names))
+    needed_in_order = [scope_name for scope_name in ALL_SCOPES if scope_name in needed]
+    description = f"This call needs the scope {' '.join(missing)}"
+    return _auth_error(403, error="insufficient_scope", description=description, scopes=needed_in_order)
+
+
+async def _check_token(raw_token: str, names: list[str]) -> tuple[Response | None, auth.TokenGrant | None]:
+    """The guard's own token and scope check: a refusal, or the grant."""
+    try:
+        grant = await run_sync(lambda: auth.check_bearer_token(raw_token))
+    except auth.TokenRejected as rejected:
+        return _auth_error(401, error="invalid_token", description=rejected.description, scopes=ALL_SCOPES), None
+    except DatabaseError as error:
+        return _outage_response(error), None
+    needed = set().union(*(scopes_for(name) for name in names))
+    if missing := auth.missing_scopes(grant, needed):
+        return _insufficient_scope(names, missing), None
+    return None, grant
 
 
 def _origin_allowed(origin: str) -> bool:
@@ -173,7 +226,43 @@ class GuardedMCPApp:
                 return {"type": "http.request", "body": body or b"", "more_body": False}
             return await receive()
 
-        await self.session_manager.handle_request(scope, replay, send)
+        deferred: auth.DeferredCheck | None = scope.get(auth.DEFERRED_SCOPE_KEY)
+        if deferred is None:
+            await self.session_manager.handle_request(scope, replay, send)
+            return
+
+        refused = False
+
+        async def send_unless_refused(message: Message) -> None:
+            # The SDK answers a tools/call with one JSON response after the handler has
+            # run: by its start, the handler's token check has recorded its outcome.
+            nonlocal refused
+            if message["type"] == "http.response.start":
+                refusal = await self._deferred_refusal(deferred, scope)
+                if refusal is not None:
+                    refused = True
+                    await refusal(scope, receive, send)
+                    return
+            if not refused:
+                await send(message)
+
+        await self.session_manager.handle_request(scope, replay, send_unless_refused)
+
+    async def _deferred_refusal(self, deferred: auth.DeferredCheck, scope: Scope) -> Response | None:
+        """The HTTP answer for a deferred token check that refused, else None."""
+        if deferred.rejected is not None:
+            description = deferred.rejected.description
+            return _auth_error(401, error="invalid_token", description=description, scopes=ALL_SCOPES)
+        if deferred.outage is not None:
+            return _outage_response(deferred.outage)
+        if deferred.missing:
+            return _insufficient_scope([deferred.tool], deferred.missing)
+        if deferred.checked:
+            return None
+        # The SDK answered before the handler checked the token (a protocol error):
+        # nothing leaves without a check, so the guard checks now.
+        refusal, _grant = await _check_token(deferred.raw_token, [deferred.tool])
+        return refusal
 
     async def _guard(self, scope: Scope, receive: Receive) -> tuple[Response | None, bytes | None]:
         headers = Headers(scope=scope)
@@ -201,25 +290,24 @@ class GuardedMCPApp:
             if b"access_token=" in scope.get("query_string", b""):
                 hint += "; tokens in the query string are not accepted"
             return _auth_error(401, error=None, description=hint, scopes=ALL_SCOPES), None
-        try:
-            grant = await run_sync(lambda: auth.check_bearer_token(raw_token))
-        except auth.TokenRejected as rejected:
-            return _auth_error(401, error="invalid_token", description=rejected.description, scopes=ALL_SCOPES), None
-        except DatabaseError as error:
-            log_database_unavailable(logger, "token check", error)
-            response = _plain_error(503, "The server cannot check tokens right now; retry shortly")
-            response.headers["Retry-After"] = "5"
-            return response, None
 
-        needed = set().union(*(scopes_for(name) for name in _called_tools(headers, body)))
-        if missing := auth.missing_scopes(grant, needed):
-            needed_in_order = [scope_name for scope_name in ALL_SCOPES if scope_name in needed]
-            description = f"This call needs the scope {' '.join(missing)}"
-            return _auth_error(403, error="insufficient_scope", description=description, scopes=needed_in_order), None
-        if refusal := versions.unsupported_version_response(headers, body):
+        # A 2026-07-28 call names its tool in a header: no need to parse its body here.
+        message = None if headers.get("mcp-method") == "tools/call" and headers.get("mcp-name") else _parse(body)
+        names = _called_tools(headers, message)
+        if _is_single_tool_call(headers, message, names) and versions.supported(headers):
+            # The tool handler checks the token, afresh, right before the service.
+            scope[auth.DEFERRED_SCOPE_KEY] = auth.DeferredCheck(raw_token=raw_token, tool=names[0])
+            return None, body
+        if message is None:
+            message = _parse(body)
+
+        refusal, grant = await _check_token(raw_token, names)
+        if refusal is not None:
+            return refusal, None
+        if refusal := versions.unsupported_version_response(headers, message):
             return refusal, None
         scope[auth.GRANT_SCOPE_KEY] = grant
-        return None, versions.counter_offer(body)
+        return None, versions.counter_offer(body, message)
 
 
 async def protected_resource_metadata_view(request: Request) -> Response:

@@ -2,8 +2,9 @@
 
 ``tools/call`` runs: tool lookup and argument-tree size (protocol errors), JSON
 Schema validation against the very schema ``tools/list`` serves (protocol
-error), then one trip through the sync boundary where the token is re-checked
-afresh and the notebook service runs in its transaction. Every failure after
+error), then one trip through the sync boundary where the token is checked afresh
+(one query; for a single call this is the only check, see ``mcp_endpoint.http``) and
+the notebook service runs in its transaction. Every failure after
 that point becomes a notebook error result; nothing else reaches the client.
 
 The jobs live beside it: ``arguments`` (protocol checks), ``boundary`` (the one
@@ -14,15 +15,16 @@ from typing import Any
 
 import mcp_types as types
 from django.conf import settings
+from django.db import DatabaseError
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 
 from mcp_endpoint import auth
 from mcp_endpoint.arguments import check_arguments
 from mcp_endpoint.results import run_tool
-from mcp_endpoint.tools import TOOLS, TOOLS_BY_NAME
+from mcp_endpoint.tools import TOOLS, TOOLS_BY_NAME, Tool
 from notebook import services
-from notebook.exceptions import PermissionDenied, ResourceExhausted, Unauthenticated
+from notebook.exceptions import PermissionDenied, ResourceExhausted, Unauthenticated, Unavailable
 from notebook.limits import CANDIDATES_PER_PAGE, thousands
 
 SERVER_NAME = "agent-codex"
@@ -32,18 +34,41 @@ SERVER_VERSION = "0.1.0"
 _LISTING = types.ListToolsResult(tools=[types.Tool.model_validate(tool.listing()) for tool in TOOLS])
 
 
-def _execute(name: str, arguments: dict[str, Any], checksum: str | None) -> dict[str, Any]:
-    """Inside the worker thread: re-check the token afresh, then run the service."""
-    if checksum is None:
+def _grant_for(tool: Tool, call: auth.DeferredCheck | auth.TokenGrant | None) -> auth.TokenGrant:
+    """Check the call's token afresh (one query); a deferred check records its outcome
+    for the HTTP guard, which answers a refusal with 401/403/503."""
+    if call is None:
         raise Unauthenticated("This call carries no access token")
+    deferred = call if isinstance(call, auth.DeferredCheck) else None
     try:
-        grant = auth.check_token_checksum(checksum)
+        if deferred is not None:
+            grant = auth.check_bearer_token(deferred.raw_token)
+        else:
+            grant = auth.check_token_checksum(call.token_checksum)
     except auth.TokenRejected as rejected:
+        if deferred is not None:
+            deferred.rejected = rejected
         raise Unauthenticated(rejected.description) from None
-    tool = TOOLS_BY_NAME[name]  # check_arguments has refused unknown names
+    except DatabaseError as error:
+        if deferred is None:
+            raise
+        # The guard answers 503 and logs the outage (once, as for its own check).
+        deferred.outage = error
+        raise Unavailable("The server cannot check tokens right now; retry shortly") from None
     if missing := auth.missing_scopes(grant, tool.scopes):
-        raise PermissionDenied(f"The access token lacks the scope {' '.join(missing)} needed by {name}")
-    if retry_after := auth.tool_call_retry_after(checksum):
+        if deferred is not None:
+            deferred.missing = missing
+        raise PermissionDenied(f"The access token lacks the scope {' '.join(missing)} needed by {tool.name}")
+    if deferred is not None:
+        deferred.checked = True
+    return grant
+
+
+def _execute(name: str, arguments: dict[str, Any], call: auth.DeferredCheck | auth.TokenGrant | None) -> dict[str, Any]:
+    """Inside the worker thread (one hop per call): check the token afresh, then run the service."""
+    tool = TOOLS_BY_NAME[name]  # check_arguments has refused unknown names
+    grant = _grant_for(tool, call)
+    if retry_after := auth.tool_call_retry_after(grant.token_checksum):
         raise ResourceExhausted(
             f"This access token made more than {settings.CODEX_TOOL_CALLS_PER_MINUTE} tool calls this minute "
             f"(CODEX_TOOL_CALLS_PER_MINUTE); retry in {retry_after} seconds"
@@ -58,9 +83,10 @@ async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolR
     check_arguments(name, arguments)
 
     request = ctx.request
-    grant = request.scope.get(auth.GRANT_SCOPE_KEY) if request is not None else None
-    checksum = grant.token_checksum if grant is not None else None
-    return await run_tool(name, lambda: _execute(name, arguments, checksum))
+    scope = request.scope if request is not None else {}
+    # The token the HTTP guard left unchecked for us, or the grant it checked (a batch).
+    call = scope.get(auth.DEFERRED_SCOPE_KEY) or scope.get(auth.GRANT_SCOPE_KEY)
+    return await run_tool(name, lambda: _execute(name, arguments, call))
 
 
 async def list_tools(

@@ -34,37 +34,37 @@ assert set(MODERN_VERSIONS) <= set(MODERN_PROTOCOL_VERSIONS), "the SDK no longer
 assert set(HANDSHAKE_VERSIONS) <= set(HANDSHAKE_PROTOCOL_VERSIONS), "the SDK no longer serves a version we document"
 
 
-def _request_id(body: bytes) -> Any:
-    try:
-        message = json.loads(body)
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        return None
+def _request_id(message: Any) -> Any:
     request_id = message.get("id") if isinstance(message, dict) else None
     return request_id if isinstance(request_id, str | int) and not isinstance(request_id, bool) else None
 
 
-def unsupported_version_response(headers: Headers, body: bytes) -> Response | None:
-    """400 with a JSON-RPC error naming the supported versions, or None if the header is fine."""
+def supported(headers: Headers) -> bool:
+    """No ``MCP-Protocol-Version`` header (the SDK serves the handshake era), or one we serve."""
     requested = headers.get("mcp-protocol-version")
-    if requested is None or requested in SUPPORTED_VERSIONS:
+    return requested is None or requested in SUPPORTED_VERSIONS
+
+
+def unsupported_version_response(headers: Headers, message: Any) -> Response | None:
+    """400 with a JSON-RPC error naming the supported versions, or None if the header is fine.
+
+    ``message`` is the body as the guard parsed it (None if it is not JSON)."""
+    if supported(headers):
         return None
-    supported = ", ".join(SUPPORTED_VERSIONS)
+    requested = headers["mcp-protocol-version"]
+    supported_list = ", ".join(SUPPORTED_VERSIONS)
     error = {
         "code": UNSUPPORTED_PROTOCOL_VERSION,
-        "message": f"Unsupported protocol version {requested[:40]!r}; this server supports {supported}",
+        "message": f"Unsupported protocol version {requested[:40]!r}; this server supports {supported_list}",
         "data": {"supported": list(SUPPORTED_VERSIONS), "requested": requested[:40]},
     }
-    return JSONResponse({"jsonrpc": "2.0", "id": _request_id(body), "error": error}, status_code=400)
+    return JSONResponse({"jsonrpc": "2.0", "id": _request_id(message), "error": error}, status_code=400)
 
 
-def counter_offer(body: bytes) -> bytes:
-    """The body with an ``initialize`` for an unserved handshake version asking for ours instead."""
-    if b'"initialize"' not in body:
-        return body
-    try:
-        message = json.loads(body)
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        return body
+def counter_offer(body: bytes, message: Any) -> bytes:
+    """The body with an ``initialize`` for an unserved handshake version asking for ours instead.
+
+    ``message`` is ``body`` as the guard parsed it (None if it is not JSON)."""
     params = message.get("params") if isinstance(message, dict) and message.get("method") == "initialize" else None
     version = params.get("protocolVersion") if isinstance(params, dict) else None
     if not isinstance(version, str) or version in HANDSHAKE_VERSIONS:

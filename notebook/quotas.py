@@ -13,6 +13,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
+from django.db import connections, router
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import F, QuerySet
 from django.db.models.functions import Greatest
 
@@ -63,6 +65,20 @@ def release(*, codex: Codex, entries: int, stored_bytes: int) -> None:
     )
 
 
+_charge_sql: dict[str, str] = {}
+_NO_BOUND = 2**63 - 1  # above any count a PositiveBigIntegerField holds
+
+
+def _build_charge_sql(connection: BaseDatabaseWrapper) -> str:
+    quote = connection.ops.quote_name
+    meta = Codex._meta
+    entry_count, stored = (quote(meta.get_field(name).column) for name in ("entry_count", "stored_bytes"))
+    return (
+        f"UPDATE {quote(meta.db_table)} SET {entry_count} = {entry_count} + %s, {stored} = {stored} + %s"
+        f" WHERE {quote(meta.pk.column)} = %s AND {stored} <= %s AND {entry_count} <= %s"
+    )
+
+
 def charge(*, codex: Codex, entries: int, stored_bytes: int) -> None:
     """Add ``entries`` and ``stored_bytes`` to the codex's usage, or raise
     ``ResourceExhausted`` (and change nothing) if that would pass a quota.
@@ -70,11 +86,18 @@ def charge(*, codex: Codex, entries: int, stored_bytes: int) -> None:
     Call it inside the transaction of the write it counts."""
     max_entries: int = settings.CODEX_QUOTA_ENTRIES
     max_bytes: int = settings.CODEX_QUOTA_STORED_BYTES
-    within = Codex.objects.filter(pk=codex.pk, stored_bytes__lte=max_bytes - stored_bytes)
-    if entries:
-        within = within.filter(entry_count__lte=max_entries - entries)
-    if within.update(entry_count=F("entry_count") + entries, stored_bytes=F("stored_bytes") + stored_bytes):
-        return
+    # Codex.objects.filter(pk=..., stored_bytes__lte=..., entry_count__lte=...).update(
+    #     entry_count=F("entry_count") + entries, stored_bytes=F("stored_bytes") + stored_bytes)
+    # built once per database (it runs inside every write's lock). An update adds no entry
+    # and is not held to the entry quota: its bound is then one no count reaches.
+    alias = router.db_for_write(Codex)
+    connection = connections[alias]
+    sql = _charge_sql.get(alias) or _charge_sql.setdefault(alias, _build_charge_sql(connection))
+    entry_bound = max_entries - entries if entries else _NO_BOUND
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [entries, stored_bytes, codex.pk, max_bytes - stored_bytes, entry_bound])
+        if cursor.rowcount:
+            return
     usage = Codex.objects.filter(pk=codex.pk).values("entry_count", "stored_bytes").first()
     if usage is None:
         raise Internal("The codex disappeared during the write")

@@ -14,11 +14,15 @@ from django.db.models.functions import Substr
 from notebook.exceptions import InvalidArgument, NotFound
 from notebook.limits import CANDIDATES_PER_PAGE, EXCERPT_CHARS
 from notebook.models import Codex, Entry, EntryRevision
+from notebook.rows import KeyedRead
 from notebook.validation import SearchParams, canonical_json, normalize_for_search
 from notebook.writers import APPLICATION
 
 # One message for "missing" and "someone else's", so the answer reveals nothing.
 NOT_FOUND_MESSAGE = "no entry with this id exists in your codex"
+
+# Entry.objects.filter(codex=..., pk=...).first(), compiled once (the hot path of get).
+ENTRY_BY_ID = KeyedRead(Entry, ("codex_id", "id"))
 
 # Trigram indexes (migration 0002) serve queries of at least this many characters.
 TRIGRAM_MIN_CHARS = 3
@@ -44,7 +48,7 @@ class SearchPage:
 
 def entry_get(*, codex: Codex, entry_id: uuid.UUID) -> Entry:
     """The entry with full content, or ``not_found`` if it is missing or in another codex."""
-    entry = Entry.objects.filter(codex=codex, pk=entry_id).first()
+    entry = ENTRY_BY_ID.first(codex.pk, entry_id)
     if entry is None:
         raise NotFound(NOT_FOUND_MESSAGE)
     return entry
@@ -145,7 +149,8 @@ def _candidates(codex: Codex, params: SearchParams, after: uuid.UUID | None) -> 
         candidates = candidates.filter(_query_prefilter(normalized_query))
     deferred = ["content", "provenance", "search_tags_text"]
     if not params.query:
-        deferred.append("search_content")
+        # Only _matches reads the search columns (the tag/agent filters are in SQL).
+        deferred += ["search_title", "search_content", "search_tags"]
     return candidates.defer(*deferred).annotate(excerpt=Substr("content", 1, EXCERPT_CHARS)).order_by(order)
 
 

@@ -4,15 +4,25 @@ import datetime as dt
 import uuid
 
 from django.contrib.auth.base_user import AbstractBaseUser
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError
 from django.utils import timezone
 
 from notebook import quotas
-from notebook.exceptions import Conflict, NotFound
+from notebook.exceptions import Conflict, NotFound, ResourceExhausted
 from notebook.models import SEARCH_TAGS_SEPARATOR, Codex, Entry, EntryRelatedAgent, EntryRevision, EntryTag, RequestKey
+from notebook.rows import Insert, KeyedRead, UpdateRow
 from notebook.selectors import NOT_FOUND_MESSAGE
+from notebook.transactions import write_transaction
 from notebook.validation import EntryInput, normalize_for_search
 from notebook.writers import UNKNOWN_WRITER, Writer
+
+# The hot path's statements, built once per database instead of compiled per call
+# (notebook.rows): the ORM's compiler cost more than SQLite's work, inside the write lock.
+# Entry.objects.select_for_update().filter(codex=..., pk=...).first():
+_ENTRY_FOR_UPDATE = KeyedRead(Entry, ("codex_id", "id"), lock=True)
+# Entry.objects.filter(codex_id=..., pk=...).update(every other field):
+_UPDATE_ENTRY = UpdateRow(Entry, ("codex_id", "id"))
+_INSERT = {model: Insert(model) for model in (Entry, RequestKey, EntryRevision, EntryTag, EntryRelatedAgent)}
 
 
 def _now() -> dt.datetime:
@@ -47,15 +57,15 @@ def _apply(entry: Entry, data: EntryInput) -> None:
     entry.search_tags_text = SEARCH_TAGS_SEPARATOR.join(entry.search_tags)
 
 
-def _drop_index(entry: Entry) -> None:
-    """Remove the entry's exact tag/agent index rows, before ``_record`` writes the new ones."""
-    EntryTag.objects.filter(codex_id=entry.codex_id, entry=entry).delete()
-    EntryRelatedAgent.objects.filter(codex_id=entry.codex_id, entry=entry).delete()
+def _record(
+    entry: Entry, writer: Writer, *, old_tags: list[str] | None = None, old_agents: list[str] | None = None
+) -> None:
+    """Snapshot the entry's new revision (with who wrote it) and write its exact tag/agent index rows.
 
-
-def _record(entry: Entry, writer: Writer) -> None:
-    """Snapshot the entry's new revision (with who wrote it) and write its exact tag/agent index rows."""
-    EntryRevision.objects.create(
+    For an update, ``old_tags``/``old_agents`` are the entry's previous values: index rows
+    are rewritten only where they changed, and an empty list costs no statement.
+    """
+    snapshot = EntryRevision(
         codex_id=entry.codex_id,
         **writer.columns(),
         entry=entry,
@@ -67,10 +77,13 @@ def _record(entry: Entry, writer: Writer) -> None:
         provenance=entry.provenance,
         recorded_at=entry.updated_at,
     )
-    EntryTag.objects.bulk_create(EntryTag(codex_id=entry.codex_id, entry=entry, value=v) for v in entry.tags)
-    EntryRelatedAgent.objects.bulk_create(
-        EntryRelatedAgent(codex_id=entry.codex_id, entry=entry, value=v) for v in entry.related_agent_ids
-    )
+    _INSERT[EntryRevision].rows([snapshot])
+    for model, old, new in ((EntryTag, old_tags, entry.tags), (EntryRelatedAgent, old_agents, entry.related_agent_ids)):
+        if old == new:
+            continue
+        if old:
+            model.objects.filter(codex_id=entry.codex_id, entry=entry).delete()
+        _INSERT[model].rows([model(codex_id=entry.codex_id, entry=entry, value=value) for value in new])
 
 
 def _replay(key: RequestKey, data: EntryInput) -> Entry:
@@ -79,11 +92,10 @@ def _replay(key: RequestKey, data: EntryInput) -> Entry:
             f"requestId {key.request_id!r} was already used to save different entry input; "
             "use a new requestId for a new entry"
         )
-    # The entry's current state, which may be a later revision than the one saved.
-    return Entry.objects.get(codex_id=key.codex_id, pk=key.entry_id)
+    # The entry's current state (read with the key), which may be a later revision than the one saved.
+    return key.entry
 
 
-@transaction.atomic
 def entry_save(*, codex: Codex, request_id: str, data: EntryInput, writer: Writer = UNKNOWN_WRITER) -> Entry:
     """Create an entry at revision 1, idempotently by ``request_id`` within the codex.
 
@@ -96,32 +108,31 @@ def entry_save(*, codex: Codex, request_id: str, data: EntryInput, writer: Write
     on the request key's unique constraint, so exactly one entry is created and every
     caller gets it back.
     """
-    key = RequestKey.objects.filter(codex=codex, request_id=request_id).first()
-    if key is not None:
-        return _replay(key, data)
-
     now = _now()
     entry = Entry(codex=codex, revision=1, created_at=now, updated_at=now)
     _apply(entry, data)
     try:
-        # Insert first, then handle the duplicate (as contrib.sessions does): the
-        # savepoint lets the outer transaction read the winner after a collision.
-        with transaction.atomic():
-            # Usage first: a save past a quota writes nothing (and a collision below
-            # rolls the count back with the savepoint).
+        # Insert first, then handle the duplicate (as contrib.sessions does). The
+        # transaction is the whole write, so a fresh save (the common case) costs no
+        # pre-read and no savepoint; a collision rolls it all back (usage included) and
+        # the winner, committed by then, is read after it.
+        with write_transaction():
+            # Usage first: a save past a quota writes nothing.
             quotas.charge(codex=codex, entries=1, stored_bytes=quotas.input_bytes(data))
-            entry.save(force_insert=True)
-            RequestKey.objects.create(codex=codex, request_id=request_id, fingerprint=data.fingerprint, entry=entry)
+            _INSERT[Entry].rows([entry])
+            key = RequestKey(codex=codex, request_id=request_id, fingerprint=data.fingerprint, entry=entry)
+            _INSERT[RequestKey].rows([key])
             _record(entry, writer)
-    except IntegrityError:
-        key = RequestKey.objects.filter(codex=codex, request_id=request_id).first()
+    except (IntegrityError, ResourceExhausted):
+        # A replayed save answers with its entry even when the codex is full now.
+        key = RequestKey.objects.select_related("entry").filter(codex=codex, request_id=request_id).first()
         if key is None:
             raise
         return _replay(key, data)
     return entry
 
 
-@transaction.atomic
+@write_transaction()
 def entry_update(
     *, codex: Codex, entry_id: uuid.UUID, expected_revision: int, data: EntryInput, writer: Writer = UNKNOWN_WRITER
 ) -> Entry:
@@ -132,9 +143,9 @@ def entry_update(
     The row lock serialises concurrent updates: of any number that expect the same
     revision, exactly one succeeds and the rest see the new revision and conflict.
     """
-    # select_for_update: serialise revision numbers (a no-op on SQLite, whose
-    # IMMEDIATE transactions already serialise writers).
-    entry = Entry.objects.select_for_update().filter(codex=codex, pk=entry_id).first()
+    # FOR UPDATE: serialise revision numbers (left out on SQLite, whose IMMEDIATE
+    # transactions already serialise writers).
+    entry = _ENTRY_FOR_UPDATE.first(codex.pk, entry_id)
     if entry is None:
         raise NotFound(NOT_FOUND_MESSAGE)
     if entry.revision != expected_revision:
@@ -143,19 +154,14 @@ def entry_update(
             "get the latest entry, reconcile, and send a new replacement"
         )
     quotas.charge(codex=codex, entries=0, stored_bytes=quotas.input_bytes(data))
+    old_tags, old_agents = list(entry.tags), list(entry.related_agent_ids)
     _apply(entry, data)
     entry.revision += 1
     entry.updated_at = max(_now(), entry.created_at)
     # Not entry.save(), whose UPDATE names only the primary key: every notebook query
     # names its codex, so the tables can be distributed by codex (docs/deploy.md).
-    changed = {
-        field.attname: getattr(entry, field.attname)
-        for field in Entry._meta.concrete_fields
-        if not field.primary_key and field.attname != "codex_id"
-    }
-    Entry.objects.filter(codex_id=entry.codex_id, pk=entry.pk).update(**changed)
-    _drop_index(entry)
-    _record(entry, writer)
+    _UPDATE_ENTRY.row(entry)
+    _record(entry, writer, old_tags=old_tags, old_agents=old_agents)
     return entry
 
 
@@ -179,7 +185,7 @@ def _delete_entries(codex: Codex, entry_ids: list[uuid.UUID]) -> None:
     quotas.release(codex=codex, entries=deleted, stored_bytes=freed)
 
 
-@transaction.atomic
+@write_transaction()
 def entry_delete(*, codex: Codex, entry_id: uuid.UUID) -> None:
     """Delete one entry of this codex with all its rows (contract 9); ``not_found`` if it
     is missing or in another codex. The row lock makes a concurrent update wait and then
@@ -191,7 +197,7 @@ def entry_delete(*, codex: Codex, entry_id: uuid.UUID) -> None:
     _delete_entries(codex, [entry.pk])
 
 
-@transaction.atomic
+@write_transaction()
 def codex_clear(*, codex: Codex) -> int:
     """Delete every entry of this codex (with all their rows) and return how many.
 

@@ -1,0 +1,173 @@
+"""Point reads by key, as SQL built once per query shape instead of compiled per call.
+
+Compiling a queryset costs far more than SQLite (or PostgreSQL) spends answering a
+lookup by primary key: on the tool-call hot path the ORM's compiler was most of a
+``get``. ``KeyedRead`` builds the statement once per database from the model's
+metadata (so table and column names, quoting and ``FOR UPDATE`` stay the backend's),
+prepares parameters with the fields' own ``get_db_prep_value``, applies the same
+converters the ORM applies to results, and hands back instances made by
+``Model.from_db``, exactly what the equivalent queryset returns.
+"""
+
+from collections.abc import Sequence
+from typing import Any, Generic, TypeVar
+
+from django.db import connections, router
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import Field, Model
+
+M = TypeVar("M", bound=Model)
+
+
+class ModelColumns(Generic[M]):
+    """Some concrete fields of a model, selected under a table alias, and how to turn
+    their raw values into an instance."""
+
+    def __init__(self, model: type[M], table: str, connection: BaseDatabaseWrapper, names: Sequence[str] = ()) -> None:
+        self.model = model
+        self.fields: list[Field] = (
+            [model._meta.get_field(name) for name in names] if names else list(model._meta.concrete_fields)
+        )
+        self.attnames = [field.attname for field in self.fields]
+        quote = connection.ops.quote_name
+        self.sql = [f"{table}.{quote(field.column)}" for field in self.fields]
+        # (expression, converters) per column, as SQLCompiler.get_converters makes them.
+        self.converters = []
+        for field in self.fields:
+            column = field.get_col(table)
+            self.converters.append(
+                (column, connection.ops.get_db_converters(column) + column.get_db_converters(connection))
+            )
+
+    def __len__(self) -> int:
+        return len(self.fields)
+
+    def convert(self, values: Sequence[Any], connection: BaseDatabaseWrapper) -> list[Any]:
+        converted = []
+        for value, (column, converters) in zip(values, self.converters, strict=True):
+            for converter in converters:
+                value = converter(value, column, connection)
+            converted.append(value)
+        return converted
+
+    def instance(self, values: Sequence[Any], connection: BaseDatabaseWrapper) -> M | None:
+        """The instance these raw values describe; None if its first column (the key) is NULL."""
+        if values[0] is None:
+            return None
+        return self.model.from_db(connection.alias, self.attnames, self.convert(values, connection))
+
+
+class KeyedRead(Generic[M]):
+    """``Model.objects.filter(k1=v1, k2=v2).first()`` without compiling a queryset per call
+    (``lock=True`` adds ``FOR UPDATE`` where the backend has it, like ``select_for_update``).
+    The keys should name a unique row (the primary key, with the codex beside it)."""
+
+    def __init__(self, model: type[M], keys: Sequence[str], *, lock: bool = False) -> None:
+        self.model = model
+        self.keys = list(keys)
+        self.lock = lock
+        self._built: dict[str, tuple[str, ModelColumns[M], list[Field]]] = {}
+
+    def _build(self, alias: str) -> tuple[str, ModelColumns[M], list[Field]]:
+        connection = connections[alias]
+        quote = connection.ops.quote_name
+        table = quote(self.model._meta.db_table)
+        columns = ModelColumns(self.model, table, connection)
+        key_fields = [self.model._meta.get_field(name) for name in self.keys]
+        where = " AND ".join(f"{table}.{quote(field.column)} = %s" for field in key_fields)
+        sql = f"SELECT {', '.join(columns.sql)} FROM {table} WHERE {where} LIMIT 1"
+        if self.lock and connection.features.has_select_for_update:
+            sql += " FOR UPDATE"
+        return sql, columns, key_fields
+
+    def first(self, *values: Any) -> M | None:
+        """The row whose keys equal ``values`` (in the order of ``keys``), or None."""
+        alias = router.db_for_write(self.model) if self.lock else router.db_for_read(self.model)
+        built = self._built.get(alias)
+        if built is None:
+            built = self._built[alias] = self._build(alias)
+        sql, columns, key_fields = built
+        connection = connections[alias]
+        params = [field.get_db_prep_value(value, connection) for field, value in zip(key_fields, values, strict=True)]
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            row = cursor.fetchone()
+        return None if row is None else columns.instance(row, connection)
+
+
+class _PerDatabase:
+    """Statements built once per database alias."""
+
+    def __init__(self) -> None:
+        self._built: dict[str, Any] = {}
+
+    def built(self, alias: str) -> Any:
+        built = self._built.get(alias)
+        if built is None:
+            built = self._built[alias] = self.build(connections[alias])
+        return built
+
+    def build(self, connection: BaseDatabaseWrapper) -> Any:
+        raise NotImplementedError
+
+
+class Insert(_PerDatabase, Generic[M]):
+    """``obj.save(force_insert=True)`` / ``bulk_create(objs)`` without compiling an insert
+    per call: one ``INSERT ... VALUES`` for all ``objs``. Values are prepared as the ORM
+    prepares them (``pre_save`` then ``get_db_prep_save``); an auto primary key is left to
+    the database and not read back, so use it where nothing needs that key."""
+
+    def __init__(self, model: type[M]) -> None:
+        super().__init__()
+        self.model = model
+
+    def build(self, connection: BaseDatabaseWrapper) -> tuple[str, list[Field]]:
+        quote = connection.ops.quote_name
+        meta = self.model._meta
+        fields = [field for field in meta.local_concrete_fields if field is not meta.auto_field]
+        columns = ", ".join(quote(field.column) for field in fields)
+        return f"INSERT INTO {quote(meta.db_table)} ({columns}) VALUES ", fields
+
+    def rows(self, objs: Sequence[M]) -> None:
+        if not objs:
+            return
+        alias = router.db_for_write(self.model)
+        connection = connections[alias]
+        head, fields = self.built(alias)
+        one = "(" + ", ".join(["%s"] * len(fields)) + ")"
+        params = []
+        for obj in objs:
+            params.extend(field.get_db_prep_save(field.pre_save(obj, True), connection) for field in fields)
+            obj._state.adding = False
+            obj._state.db = alias
+        with connection.cursor() as cursor:
+            cursor.execute(head + ", ".join([one] * len(objs)), params)
+
+
+class UpdateRow(_PerDatabase, Generic[M]):
+    """``Model.objects.filter(k1=..., k2=...).update(every other concrete field from obj)``,
+    built once; returns the number of rows changed."""
+
+    def __init__(self, model: type[M], keys: Sequence[str]) -> None:
+        super().__init__()
+        self.model = model
+        self.keys = list(keys)
+
+    def build(self, connection: BaseDatabaseWrapper) -> tuple[str, list[Field], list[Field]]:
+        quote = connection.ops.quote_name
+        meta = self.model._meta
+        key_fields = [meta.get_field(name) for name in self.keys]
+        fields = [field for field in meta.concrete_fields if field not in key_fields and not field.primary_key]
+        assignments = ", ".join(f"{quote(field.column)} = %s" for field in fields)
+        where = " AND ".join(f"{quote(field.column)} = %s" for field in key_fields)
+        return f"UPDATE {quote(meta.db_table)} SET {assignments} WHERE {where}", fields, key_fields
+
+    def row(self, obj: M) -> int:
+        alias = router.db_for_write(self.model)
+        connection = connections[alias]
+        sql, fields, key_fields = self.built(alias)
+        params = [field.get_db_prep_save(getattr(obj, field.attname), connection) for field in fields]
+        params += [field.get_db_prep_value(getattr(obj, field.attname), connection) for field in key_fields]
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return cursor.rowcount

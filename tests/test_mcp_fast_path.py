@@ -1,0 +1,280 @@
+"""Issue 8's fast path: one token check per tool call, made by the tool handler right
+before the service, still answered at HTTP level (401/403/503) when it refuses; and the
+statements each tool costs, counted so that regressions show."""
+
+import asyncio
+import datetime as dt
+import threading
+from types import SimpleNamespace
+from typing import Any
+from unittest import mock
+
+import mcp_types as types
+from django.contrib.auth import get_user_model
+from django.db import connection
+from django.test import SimpleTestCase, TransactionTestCase, override_settings
+from django.test.utils import CaptureQueriesContext
+from oauth2_provider.models import get_access_token_model
+
+from authserver import ratelimit
+from authserver.tokens import mint_access_token
+from mcp_endpoint import auth
+from mcp_endpoint import server as mcp_server
+from mcp_endpoint.auth import token_checksum
+from notebook import services
+from notebook.models import Entry
+from notebook.transactions import _writer_lock, write_transaction
+from notebook.validation import parse_entry_input
+from tests.http_client import LEGACY, MODERN, call_tool
+from tests.live import LiveServerTestCase
+from tests.mcp_client import success_of
+
+AccessToken = get_access_token_model()
+SAVE_ARGS = {"requestId": "r1", "entry": {"content": "hello", "tags": ["a"]}}
+BOTH = ["notes:read", "notes:write"]
+
+
+class TokenChangedBetweenCallsTest(LiveServerTestCase):
+    """Every change to a token is seen by the very next call, over HTTP, in both eras."""
+
+    def setUp(self) -> None:
+        self.alice = self.make_user("alice")
+        self.prm_url = self.live.base_url + "/.well-known/oauth-protected-resource/mcp"
+
+    def stored(self, token: str):
+        return AccessToken.objects.filter(token_checksum=token_checksum(token))
+
+    def assert_invalid_token(self, response, description: str) -> None:
+        self.assertEqual(response.status_code, 401, response.text)
+        challenge = response.headers["www-authenticate"]
+        self.assertTrue(challenge.startswith('Bearer error="invalid_token", error_description="'), challenge)
+        self.assertIn(description, challenge)
+        self.assertTrue(
+            challenge.endswith(f'resource_metadata="{self.prm_url}", scope="notes:read notes:write"'), challenge
+        )
+
+    def first_call_then(self, change, *, version: str, tool: str = "field_notes_search", arguments: Any = None):
+        token = self.token_for(self.alice)
+        first = call_tool(self.mcp_url, token, "field_notes_search", {}, version=version)
+        self.assertEqual(first.status_code, 200, first.text)
+        change(token)
+        return call_tool(self.mcp_url, token, tool, {} if arguments is None else arguments, version=version)
+
+    def test_a_revoked_token_gets_401_on_the_very_next_call(self) -> None:
+        for version in (LEGACY, MODERN):
+            with self.subTest(version=version):
+                second = self.first_call_then(lambda t: self.stored(t).get().revoke(), version=version)
+                self.assert_invalid_token(second, "not recognized or has been revoked")
+
+    def test_a_revoked_token_cannot_save_and_writes_nothing(self) -> None:
+        for version in (LEGACY, MODERN):
+            with self.subTest(version=version):
+                second = self.first_call_then(
+                    lambda t: self.stored(t).delete(), version=version, tool="field_notes_save", arguments=SAVE_ARGS
+                )
+                self.assert_invalid_token(second, "not recognized or has been revoked")
+                self.assertFalse(Entry.objects.exists())
+
+    def test_an_expired_token_gets_401_on_the_very_next_call(self) -> None:
+        past = dt.datetime(2020, 1, 1, tzinfo=dt.UTC)
+        for version in (LEGACY, MODERN):
+            with self.subTest(version=version):
+                second = self.first_call_then(lambda t: self.stored(t).update(expires=past), version=version)
+                self.assert_invalid_token(second, "has expired")
+
+    def test_a_deactivated_user_gets_401_on_the_very_next_call(self) -> None:
+        User = get_user_model()
+        for version in (LEGACY, MODERN):
+            with self.subTest(version=version):
+                User.objects.filter(pk=self.alice.pk).update(is_active=True)
+                second = self.first_call_then(
+                    lambda t: User.objects.filter(pk=self.alice.pk).update(is_active=False), version=version
+                )
+                self.assert_invalid_token(second, "user cannot use this server")
+
+    def test_a_token_rebound_to_another_audience_gets_401_on_the_very_next_call(self) -> None:
+        for version in (LEGACY, MODERN):
+            with self.subTest(version=version):
+                second = self.first_call_then(
+                    lambda t: self.stored(t).update(resource=["https://elsewhere.example/mcp"]), version=version
+                )
+                self.assert_invalid_token(second, "was not issued for")
+
+    def test_a_scope_removed_between_calls_gets_403_insufficient_scope(self) -> None:
+        for version in (LEGACY, MODERN):
+            with self.subTest(version=version):
+                second = self.first_call_then(
+                    lambda t: self.stored(t).update(scope="notes:read"),
+                    version=version,
+                    tool="field_notes_save",
+                    arguments=SAVE_ARGS,
+                )
+                self.assertEqual(second.status_code, 403, second.text)
+                self.assertEqual(
+                    second.headers["www-authenticate"],
+                    'Bearer error="insufficient_scope", error_description="This call needs the scope notes:write", '
+                    f'resource_metadata="{self.prm_url}", scope="notes:read notes:write"',
+                )
+                self.assertFalse(Entry.objects.exists())
+
+    def test_a_revoked_token_with_bad_arguments_still_gets_401_not_a_protocol_error(self) -> None:
+        # The SDK refuses the arguments before the handler checks the token; the guard
+        # then checks it itself before anything leaves.
+        for version in (LEGACY, MODERN):
+            with self.subTest(version=version):
+                second = self.first_call_then(
+                    lambda t: self.stored(t).delete(), version=version, tool="field_notes_get", arguments={"id": 5}
+                )
+                self.assert_invalid_token(second, "not recognized or has been revoked")
+
+    def test_a_read_only_token_with_bad_save_arguments_gets_403(self) -> None:
+        token = self.token_for(self.alice, scopes=["notes:read"])
+        response = call_tool(self.mcp_url, token, "field_notes_save", {"requestId": 5}, version=MODERN)
+        self.assertEqual(response.status_code, 403, response.text)
+
+    def test_a_database_outage_during_the_handlers_check_is_503(self) -> None:
+        from django.db import OperationalError
+
+        token = self.token_for(self.alice)
+        with (
+            mock.patch("mcp_endpoint.auth.check_token_checksum", side_effect=OperationalError("db down")),
+            self.assertLogs("mcp_endpoint.http", "WARNING"),
+        ):
+            response = call_tool(self.mcp_url, token, "field_notes_search", {}, version=MODERN)
+        self.assertEqual(response.status_code, 503, response.text)
+        self.assertEqual(response.headers["retry-after"], "5")
+
+
+def call_deferred(raw_token: str, name: str, arguments: dict[str, Any]) -> tuple[Any, auth.DeferredCheck]:
+    """Run the tools/call handler as the guard leaves a single call: token not yet checked."""
+    deferred = auth.DeferredCheck(raw_token=raw_token, tool=name)
+    context = SimpleNamespace(request=SimpleNamespace(scope={auth.DEFERRED_SCOPE_KEY: deferred}))
+    params = types.CallToolRequestParams(name=name, arguments=arguments)
+    return asyncio.run(mcp_server.call_tool(context, params)), deferred
+
+
+@override_settings(CODEX_TOOL_CALLS_PER_MINUTE=1_000_000)
+class StatementsPerToolTest(TransactionTestCase):
+    """What each tool costs the database, so that a regression shows. The token check is
+    one statement; the per-token rate limit writes the cache once per batch, not per call."""
+
+    def setUp(self) -> None:
+        self.alice = get_user_model().objects.create_user("alice")
+        self.codex = services.codex_for_user(user=self.alice)
+        self.token = mint_access_token(user=self.alice, scopes=BOTH, lifetime=dt.timedelta(hours=1))
+        self.entry = services.entry_save(
+            codex=self.codex, request_id="seed", data=parse_entry_input({"content": "seed", "tags": ["a"]})
+        )
+
+    def statements(self, name: str, arguments: dict[str, Any]) -> list[str]:
+        # The handler's work as its worker thread runs it, here on the test's connection.
+        deferred = auth.DeferredCheck(raw_token=self.token, tool=name)
+        with CaptureQueriesContext(connection) as captured:
+            result = mcp_server._execute(name, arguments, deferred)
+        self.assertIn("entry", result)
+        self.assertTrue(deferred.checked)
+        # Transaction control is not a statement of the tool's own.
+        return [
+            query["sql"]
+            for query in captured.captured_queries
+            if not query["sql"].startswith(("BEGIN", "COMMIT", "SAVEPOINT", "RELEASE"))
+        ]
+
+    def assert_statements(self, name: str, arguments: dict[str, Any], expected: int) -> None:
+        sql = self.statements(name, arguments)
+        self.assertEqual(len(sql), expected, "\n".join(sql))
+
+    def test_get_is_the_token_and_the_entry(self) -> None:
+        self.assert_statements("field_notes_get", {"id": str(self.entry.id)}, 2)
+
+    def test_save_is_token_usage_entry_key_revision_and_tags(self) -> None:
+        self.assert_statements("field_notes_save", {"requestId": "r2", "entry": {"content": "x", "tags": ["a"]}}, 6)
+
+    def test_save_without_tags_writes_no_index_rows(self) -> None:
+        self.assert_statements("field_notes_save", {"requestId": "r3", "entry": {"content": "x"}}, 5)
+
+    def test_update_keeping_the_tags_leaves_the_index_alone(self) -> None:
+        arguments = {"id": str(self.entry.id), "expectedRevision": 1, "entry": {"content": "y", "tags": ["a"]}}
+        # token, entry, usage, entry update, revision
+        self.assert_statements("field_notes_update", arguments, 5)
+
+    def test_update_changing_the_tags_rewrites_them(self) -> None:
+        arguments = {"id": str(self.entry.id), "expectedRevision": 1, "entry": {"content": "y", "tags": ["b"]}}
+        # ... plus the tag rows' delete and insert
+        self.assert_statements("field_notes_update", arguments, 7)
+
+    def test_a_replayed_save_returns_the_entry(self) -> None:
+        arguments = {"requestId": "seed", "entry": {"content": "seed", "tags": ["a"]}}
+        with CaptureQueriesContext(connection):
+            result, _ = call_deferred(self.token, "field_notes_save", arguments)
+        self.assertEqual(success_of(result)["entry"]["id"], str(self.entry.id))
+        self.assertEqual(Entry.objects.count(), 1)
+
+
+class BatchedRateLimitTest(SimpleTestCase):
+    def count_cache_writes(self, calls: int, limit: int) -> tuple[int, list[bool]]:
+        """(cache round trips, allowed per call) for ``calls`` calls of one process."""
+        shared: dict[str, int] = {}
+        trips = []
+
+        def add(key, value, timeout):
+            trips.append(key)
+            if key in shared:
+                return False
+            shared[key] = value
+            return True
+
+        def incr(key, delta):
+            trips.append(key)
+            if key not in shared:
+                raise ValueError(key)
+            shared[key] += delta
+            return shared[key]
+
+        fake = SimpleNamespace(add=add, incr=incr)
+        key = f"k{id(trips)}"
+        with mock.patch.object(ratelimit, "cache", fake):
+            allowed = [ratelimit.allow_batched("test", key, limit=limit, window_seconds=3600)[0] for _ in range(calls)]
+        return len(trips), allowed
+
+    def test_a_large_limit_writes_the_shared_counter_once_per_hundred_calls(self) -> None:
+        trips, allowed = self.count_cache_writes(1_000, limit=1_000_000)
+        self.assertEqual(trips, 11)  # ten batches; the first finds no counter and adds it
+        self.assertTrue(all(allowed))
+
+    def test_a_small_limit_is_counted_exactly(self) -> None:
+        _writes, allowed = self.count_cache_writes(5, limit=3)
+        self.assertEqual(allowed, [True, True, True, False, False])
+
+    def test_one_process_never_passes_the_limit(self) -> None:
+        _writes, allowed = self.count_cache_writes(700, limit=600)
+        self.assertEqual(allowed.count(True), 600)
+
+
+class WriteTransactionTest(TransactionTestCase):
+    def test_on_sqlite_writers_of_a_process_queue_on_one_lock(self) -> None:
+        lock = _writer_lock(str(connection.settings_dict["NAME"]))
+        with write_transaction():
+            self.assertEqual(lock.locked(), connection.vendor == "sqlite")
+            self.assertTrue(connection.in_atomic_block)
+        self.assertFalse(lock.locked())
+
+    def test_concurrent_saves_from_threads_all_commit(self) -> None:
+        codex = services.codex_for_user(user=get_user_model().objects.create_user("bob"))
+        failures = []
+
+        def save(n: int) -> None:
+            try:
+                services.entry_save(codex=codex, request_id=f"t{n}", data=parse_entry_input({"content": f"n{n}"}))
+            except Exception as error:  # collected and asserted below
+                failures.append(error)
+            finally:
+                connection.close()
+
+        threads = [threading.Thread(target=save, args=(n,)) for n in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        self.assertEqual(failures, [])
+        self.assertEqual(Entry.objects.filter(codex=codex).count(), 8)
