@@ -24,6 +24,15 @@ PG_INDEXES = {
     "notebook_entry_tags_trgm": "search_tags_text",
 }
 
+
+def pg_create_statements() -> list[str]:
+    """The statements that create the PostgreSQL trigram indexes (scripts/bench_scale.py rebuilds them)."""
+    return ["CREATE EXTENSION IF NOT EXISTS pg_trgm"] + [
+        f"CREATE INDEX {name} ON notebook_entry USING gin ({column} gin_trgm_ops)"
+        for name, column in PG_INDEXES.items()
+    ]
+
+
 PG_BACKFILL = r"""
 UPDATE notebook_entry SET search_tags_text = COALESCE(
     (SELECT string_agg(value, E'\n' ORDER BY ordinality)
@@ -55,9 +64,7 @@ SQLITE_CREATE = [
     "CREATE VIRTUAL TABLE notebook_entry_trigram USING fts5("
     "title, content, tags, content='', tokenize='trigram case_sensitive 1')",
     "CREATE TRIGGER notebook_entry_trigram_insert AFTER INSERT ON notebook_entry BEGIN "
-    "INSERT INTO notebook_entry_trigram_key(entry_id) VALUES (NEW.id); "
-    + SQLITE_FTS_INSERT.format(row="NEW")
-    + " END",
+    "INSERT INTO notebook_entry_trigram_key(entry_id) VALUES (NEW.id); " + SQLITE_FTS_INSERT.format(row="NEW") + " END",
     "CREATE TRIGGER notebook_entry_trigram_update "
     "AFTER UPDATE OF search_title, search_content, search_tags_text ON notebook_entry BEGIN "
     + SQLITE_FTS_DELETE.format(row="OLD")
@@ -93,9 +100,8 @@ def backfill_tags_text(apps, schema_editor) -> None:
 def create_trigram_index(apps, schema_editor) -> None:
     vendor = schema_editor.connection.vendor
     if vendor == "postgresql":
-        schema_editor.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
-        for name, column in PG_INDEXES.items():
-            schema_editor.execute(f"CREATE INDEX {name} ON notebook_entry USING gin ({column} gin_trgm_ops)")
+        for statement in pg_create_statements():
+            schema_editor.execute(statement)
     elif vendor == "sqlite":
         for statement in SQLITE_CREATE:
             schema_editor.execute(statement)
