@@ -170,17 +170,28 @@ def calls_to_list_all(codex, **filters) -> tuple[int, int]:
 
 
 def explain(codex, **filters) -> str:
+    """EXPLAIN ANALYZE of each candidate statement one search sends, as it sends it.
+
+    Each SELECT on notebook_entry is explained right before it runs, on the same
+    connection and in the same transaction, so planner settings the selector made
+    for that statement apply.
+    """
     from django.db import connection
 
-    from notebook.limits import CANDIDATES_PER_PAGE
-    from notebook.selectors import _candidates
+    from notebook.selectors import entry_search
     from notebook.validation import parse_search_params
 
-    queryset = _candidates(codex, parse_search_params(limit=50, **filters), None)[: CANDIDATES_PER_PAGE + 1]
-    sql, params = queryset.query.sql_with_params()
-    with connection.cursor() as cursor:
-        cursor.execute("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + sql, params)
-        return "\n".join(row[0] for row in cursor.fetchall())
+    plans = []
+
+    def explaining(execute, sql, params, many, context):
+        if sql.startswith("SELECT") and 'FROM "notebook_entry"' in sql:
+            context["cursor"].execute("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + sql, params)
+            plans.append("\n".join(row[0] for row in context["cursor"].fetchall()))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(explaining):
+        entry_search(codex=codex, params=parse_search_params(limit=50, **filters))
+    return "\n-- next statement --\n".join(plans)
 
 
 def operations(codex, repeat: int) -> dict[str, Callable[[], object]]:
