@@ -180,7 +180,7 @@ def _candidates(
 
 def _walk_window_end(codex: Codex, params: SearchParams, after: uuid.UUID | None) -> uuid.UUID | None:
     """The id ``TRIGRAM_WALK_WINDOW`` entries after ``after`` on the walk (by tag or agent, if
-    given, read from that index alone); None when fewer remain. Any id is correct here: it
+    given, read from that index alone); None when no more than that remain. Any id is correct here: it
     only splits the candidates between the two steps of ``_fetch_candidates``."""
     rows = Entry.objects.filter(codex=codex)
     column = "id"
@@ -191,8 +191,10 @@ def _walk_window_end(codex: Codex, params: SearchParams, after: uuid.UUID | None
             break
     if after is not None:
         rows = rows.filter(**{f"{column}__gt": after})
-    window = rows.order_by(column).values_list(column, flat=True)
-    return window[TRIGRAM_WALK_WINDOW - 1 : TRIGRAM_WALK_WINDOW].first()
+    # The window's last id and the next one: when no entry follows the window, the walk
+    # alone covers the rest and the second step is skipped.
+    ends = list(rows.order_by(column).values_list(column, flat=True)[TRIGRAM_WALK_WINDOW - 1 : TRIGRAM_WALK_WINDOW + 1])
+    return ends[0] if len(ends) == 2 else None
 
 
 def _fetch_candidates(codex: Codex, params: SearchParams, after: uuid.UUID | None, count: int) -> list[Entry]:
