@@ -6,14 +6,14 @@ import uuid
 from dataclasses import dataclass
 
 from django.core import signing
-from django.db import connection
-from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet
+from django.db import connection, transaction
+from django.db.models import BigIntegerField, Count, Exists, F, OuterRef, Q, QuerySet, Value
 from django.db.models.expressions import RawSQL
-from django.db.models.functions import Substr
+from django.db.models.functions import Cast, Substr
 
 from notebook.exceptions import InvalidArgument, NotFound
 from notebook.limits import CANDIDATES_PER_PAGE, EXCERPT_CHARS
-from notebook.models import Codex, Entry, EntryRevision
+from notebook.models import Codex, Entry, EntryRelatedAgent, EntryRevision, EntryTag
 from notebook.rows import KeyedRead
 from notebook.validation import SearchParams, canonical_json, normalize_for_search
 from notebook.writers import APPLICATION
@@ -26,11 +26,24 @@ ENTRY_BY_ID = KeyedRead(Entry, ("codex_id", "id"))
 
 # Trigram indexes (migration 0002) serve queries of at least this many characters.
 TRIGRAM_MIN_CHARS = 3
+# PostgreSQL: a query's candidates are first sought among this many of the codex's next
+# entries in id order (the walk that suits a word common in this codex), and only then
+# through the per-codex trigram indexes (``_fetch_candidates``).
+TRIGRAM_WALK_WINDOW = 1_000
 # The ids of entries whose FTS5 trigram row matches a phrase (SQLite, migration 0002).
 _SQLITE_TRIGRAM_MATCH = (
     "SELECT k.entry_id FROM notebook_entry_trigram_key k WHERE k.rowid IN "
     "(SELECT rowid FROM notebook_entry_trigram WHERE notebook_entry_trigram MATCH %s)"
 )
+# For one statement: no index scan (the id-order walk), no sequential scan and no parallel
+# workers (their start-up costs more than a few matches), leaving bitmap scans of the
+# per-codex trigram indexes. Selects the old values, for _PLANNER_RESTORE.
+_PLANNER_SETTINGS = {"enable_indexscan": "off", "enable_seqscan": "off", "max_parallel_workers_per_gather": "0"}
+_PLANNER_BITMAP_ONLY = "SELECT " + ", ".join(
+    [f"current_setting('{name}')" for name in _PLANNER_SETTINGS]
+    + [f"set_config('{name}', '{value}', true)" for name, value in _PLANNER_SETTINGS.items()]
+)
+_PLANNER_RESTORE = "SELECT " + ", ".join(f"set_config('{name}', %s, true)" for name in _PLANNER_SETTINGS)
 _CURSOR_SALT = "notebook.search.cursor.v1"
 _BAD_CURSOR = (
     "cursor is not valid for this search: it was altered, comes from another codex, "
@@ -117,17 +130,40 @@ def _query_prefilter(normalized_query: str) -> Q:
     )
 
 
-def _candidates(codex: Codex, params: SearchParams, after: uuid.UUID | None) -> QuerySet[Entry]:
-    """The page's candidates in id order after the cursor, narrowed by indexes.
+def _uses_trigram(params: SearchParams) -> bool:
+    """Whether the query narrows candidates by trigram index.
+
+    U+0000 cannot be sent to PostgreSQL (nor stored in any searched field); such a
+    query keeps the plain scan, which finds nothing, correctly.
+    """
+    normalized_query = normalize_for_search(params.query)
+    return len(normalized_query) >= TRIGRAM_MIN_CHARS and "\x00" not in normalized_query
+
+
+def _candidates(
+    codex: Codex,
+    params: SearchParams,
+    after: uuid.UUID | None,
+    *,
+    upto: uuid.UUID | None = None,
+    by_query: bool = True,
+) -> QuerySet[Entry]:
+    """The page's candidates in id order after the cursor (and up to ``upto``), narrowed by indexes.
 
     The tag and related-agent filters are exact; a query of at least three
-    characters narrows by trigram (a superset, re-checked by ``_matches``). A
-    shorter query has no trigram, so its candidates stay the codex's entries.
-    Which plan serves a cursor never changes, since the cursor is bound to the filters.
+    characters narrows by trigram (a superset, re-checked by ``_matches``), unless
+    ``by_query`` is false. A shorter query has no trigram, so its candidates stay
+    the codex's entries. Which plan serves a cursor never changes, since the cursor
+    is bound to the filters.
     """
-    candidates = Entry.objects.filter(codex=codex)
+    # The codex id typed bigint, like the column: btree_gin's operator class (the codex
+    # column of the trigram indexes, migration 0002) has no bigint = integer, and a
+    # plain number would be an integer constant, leaving that column unused.
+    candidates = Entry.objects.filter(codex_id=Cast(Value(codex.pk), BigIntegerField()))
     if after is not None:
         candidates = candidates.filter(id__gt=after)
+    if upto is not None:
+        candidates = candidates.filter(id__lte=upto)
     # Each index row is bounded on its own codex and entry columns (one filter()
     # call, one join), so the database can walk the (codex, value, entry) index in
     # entry order from the cursor instead of collecting every row with the value.
@@ -138,20 +174,69 @@ def _candidates(codex: Codex, params: SearchParams, after: uuid.UUID | None) -> 
             bounds = {f"{relation}__codex": codex, f"{relation}__value": value}
             if after is not None:
                 bounds[f"{relation}__entry_id__gt"] = after
+            if upto is not None:
+                bounds[f"{relation}__entry_id__lte"] = upto
             candidates = candidates.filter(**bounds)
             order = f"{relation}__entry_id"
     if params.written_by is not None:
         candidates = candidates.filter(Exists(_written_by(params.written_by).filter(codex=codex, entry=OuterRef("pk"))))
-    normalized_query = normalize_for_search(params.query)
-    # U+0000 cannot be sent to PostgreSQL (nor stored in any searched field); such a
-    # query keeps the plain scan, which finds nothing, correctly.
-    if len(normalized_query) >= TRIGRAM_MIN_CHARS and "\x00" not in normalized_query:
-        candidates = candidates.filter(_query_prefilter(normalized_query))
+    if by_query and _uses_trigram(params):
+        candidates = candidates.filter(_query_prefilter(normalize_for_search(params.query)))
     deferred = ["content", "provenance", "search_tags_text"]
     if not params.query:
         # Only _matches reads the search columns (the tag/agent filters are in SQL).
         deferred += ["search_title", "search_content", "search_tags"]
     return candidates.defer(*deferred).annotate(excerpt=Substr("content", 1, EXCERPT_CHARS)).order_by(order)
+
+
+def _walk_window_end(codex: Codex, params: SearchParams, after: uuid.UUID | None) -> uuid.UUID | None:
+    """The id ``TRIGRAM_WALK_WINDOW`` entries after ``after`` on the walk (by tag or agent, if
+    given, read from that index alone); None when no more than that remain. Any id is correct here: it
+    only splits the candidates between the two steps of ``_fetch_candidates``."""
+    rows = Entry.objects.filter(codex=codex)
+    column = "id"
+    for model, value in [(EntryTag, params.tag), (EntryRelatedAgent, params.related_agent_id)]:
+        if value is not None:
+            rows = model.objects.filter(codex=codex, value=value)
+            column = "entry_id"
+            break
+    if after is not None:
+        rows = rows.filter(**{f"{column}__gt": after})
+    # The window's last id and the next one: when no entry follows the window, the walk
+    # alone covers the rest and the second step is skipped.
+    ends = list(rows.order_by(column).values_list(column, flat=True)[TRIGRAM_WALK_WINDOW - 1 : TRIGRAM_WALK_WINDOW + 1])
+    return ends[0] if len(ends) == 2 else None
+
+
+def _fetch_candidates(codex: Codex, params: SearchParams, after: uuid.UUID | None, count: int) -> list[Entry]:
+    """The first ``count`` candidates after ``after``, in id order (``_candidates``, fetched).
+
+    On PostgreSQL a query's candidates are fetched in two steps. The planner judges
+    how often a word occurs over the whole table, not in this codex: a word common in
+    other codexes but rare in this one makes it walk this codex in id order, filtering
+    every entry, to the end (a whole codex per page). So first only the next
+    ``TRIGRAM_WALK_WINDOW`` entries (by tag or agent, if given) are walked, which
+    serves a word common here; if they hold fewer than ``count`` candidates, the rest
+    come from the per-codex trigram indexes alone (index scans, which would walk, are
+    disabled for that one statement), so the cost follows this codex's matches.
+    """
+    if connection.vendor != "postgresql" or not _uses_trigram(params):
+        return list(_candidates(codex, params, after)[:count])
+    window_end = _walk_window_end(codex, params, after)
+    rows = list(_candidates(codex, params, after, upto=window_end)[:count])
+    if len(rows) == count or window_end is None:
+        return rows
+    # set_config(..., true) lasts to the end of the transaction: our own ends here, but a
+    # caller's goes on, so then the old values are put back (an error rolls the
+    # savepoint back, and them with it).
+    nested = connection.in_atomic_block
+    with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
+        cursor.execute(_PLANNER_BITMAP_ONLY)
+        saved = cursor.fetchone()[: len(_PLANNER_SETTINGS)]
+        rows += _candidates(codex, params, window_end)[: count - len(rows)]
+        if nested:
+            cursor.execute(_PLANNER_RESTORE, saved)
+    return rows
 
 
 def entry_search(*, codex: Codex, params: SearchParams) -> SearchPage:
@@ -180,7 +265,7 @@ def entry_search(*, codex: Codex, params: SearchParams) -> SearchPage:
     # exact check does a second fetch bring the rest of the page's 100 candidates.
     size = min(params.limit, CANDIDATES_PER_PAGE)
     while True:
-        rows = list(_candidates(codex, params, last)[: size + 1])
+        rows = _fetch_candidates(codex, params, last, size + 1)
         examined = 0
         for candidate in rows[:size]:
             examined += 1

@@ -8,11 +8,20 @@ service and selector functions themselves (no HTTP) and prints p50/max per opera
 how many calls an agent needs to list every entry holding the rare word, tag or agent,
 and EXPLAIN ANALYZE of the rare searches' candidate queries.
 
+--others N adds the multi-tenant case: N more entries spread over --other-codexes codexes
+(other people on the same server), where the large codex's rare word is common (in every
+other entry). The large codex's "rare query" then measures a word rare in mine but common
+elsewhere, which must cost what the large codex holds, not what the server holds.
+--whole-table-trigram builds the trigram indexes as they were before they became per codex
+(one GIN over every codex), for comparison.
+
     bash scripts/with_postgres.sh .venv/bin/python scripts/bench_scale.py
     bash scripts/with_postgres.sh .venv/bin/python scripts/bench_scale.py --entries 100000 --repeat 30
+    bash scripts/with_postgres.sh .venv/bin/python scripts/bench_scale.py --others 1000000
 """
 
 import argparse
+import importlib
 import itertools
 import os
 import statistics
@@ -65,17 +74,43 @@ FILL = [
     "SELECT codex_id, id, jsonb_array_elements_text(tags) FROM notebook_entry WHERE codex_id = %(codex)s",
     "INSERT INTO notebook_entryrelatedagent (codex_id, entry_id, value) "
     "SELECT codex_id, id, jsonb_array_elements_text(related_agent_ids) FROM notebook_entry WHERE codex_id = %(codex)s",
-    "INSERT INTO notebook_entryrevision (entry_id, revision, title, content, tags, related_agent_ids, provenance, "
-    "recorded_at) SELECT id, 1, title, content, tags, related_agent_ids, NULL, created_at "
+    "INSERT INTO notebook_entryrevision (codex_id, entry_id, revision, title, content, tags, related_agent_ids, "
+    "provenance, recorded_at) SELECT codex_id, id, 1, title, content, tags, related_agent_ids, NULL, created_at "
     "FROM notebook_entry WHERE codex_id = %(codex)s",
     "INSERT INTO notebook_requestkey (codex_id, request_id, fingerprint, entry_id, created_at) "
     "SELECT %(codex)s, 'fill-' || i, md5(id::text) || md5(i::text), id, now() FROM bench_gen",
 ]
-TRIGRAM_INDEXES = {
-    "notebook_entry_title_trgm": "search_title",
-    "notebook_entry_content_trgm": "search_content",
-    "notebook_entry_tags_trgm": "search_tags_text",
-}
+# Other people's entries: only the entry rows (their tag and agent rows never meet the large
+# codex's searches), the rare word in every other one. %(codexes)s is an array of codex ids.
+OTHERS_FILL = """
+    INSERT INTO notebook_entry (id, codex_id, revision, title, content, content_bytes, tags,
+        related_agent_ids, provenance, search_title, search_content, search_tags, search_tags_text,
+        created_at, updated_at)
+    SELECT gen_random_uuid(), (%(codexes)s::bigint[])[1 + i %% cardinality(%(codexes)s::bigint[])], 1,
+        NULL, content, octet_length(content), '["t1"]'::jsonb, '[]'::jsonb, NULL,
+        '', lower(content), '["t1"]'::jsonb, 't1', now() - interval '1 day', now() - interval '1 day'
+    FROM (
+        SELECT i, format('Other note %%s: %%s of the %%s unit, crew %%s.%%s', i,
+            CASE WHEN i %% 3 = 0 THEN 'launch' ELSE 'survey' END,
+            (ARRAY['north', 'south', 'east', 'west'])[1 + i %% 4], i %% 89,
+            CASE WHEN i %% 2 = 0 THEN ' %(rare_word)s' ELSE '' END) AS content
+        FROM generate_series(1, %(n)s) AS i
+    ) AS generated
+"""
+
+
+def trigram_index_statements(whole_table: bool) -> tuple[list[str], list[str]]:
+    """(drop, create) statements of migration 0002's trigram indexes, or of the old whole-table ones."""
+    migration = importlib.import_module("notebook.migrations.0002_search_trigram")
+    drop = [f"DROP INDEX IF EXISTS {name}" for name in migration.PG_INDEXES]
+    if whole_table:
+        create = [
+            f"CREATE INDEX {name} ON notebook_entry USING gin ({column} gin_trgm_ops)"
+            for name, column in migration.PG_INDEXES.items()
+        ]
+    else:
+        create = migration.pg_create_statements()
+    return drop, create
 
 
 def fill(codex, entries: int) -> None:
@@ -93,6 +128,20 @@ def fill(codex, entries: int) -> None:
         for statement in FILL:
             # The rare word goes into a format() literal, so it is spliced in (a constant).
             cursor.execute(statement.replace("%(rare_word)s", RARE_WORD), params)
+
+
+def fill_others(entries: int, codexes: int) -> None:
+    from django.contrib.auth import get_user_model
+    from django.db import connection
+
+    from notebook.models import Codex
+
+    User = get_user_model()
+    tag = uuid.uuid4().hex[:8]
+    users = User.objects.bulk_create([User(username=f"other-{tag}-{n}") for n in range(codexes)])
+    ids = [codex.pk for codex in Codex.objects.bulk_create([Codex(owner=user) for user in users])]
+    with connection.cursor() as cursor:
+        cursor.execute(OTHERS_FILL.replace("%(rare_word)s", RARE_WORD), {"codexes": ids, "n": entries})
 
 
 def timed(work: Callable[[], object], repeat: int) -> list[float]:
@@ -121,17 +170,28 @@ def calls_to_list_all(codex, **filters) -> tuple[int, int]:
 
 
 def explain(codex, **filters) -> str:
+    """EXPLAIN ANALYZE of each candidate statement one search sends, as it sends it.
+
+    Each SELECT on notebook_entry is explained right before it runs, on the same
+    connection and in the same transaction, so planner settings the selector made
+    for that statement apply.
+    """
     from django.db import connection
 
-    from notebook.limits import CANDIDATES_PER_PAGE
-    from notebook.selectors import _candidates
+    from notebook.selectors import entry_search
     from notebook.validation import parse_search_params
 
-    queryset = _candidates(codex, parse_search_params(limit=50, **filters), None)[: CANDIDATES_PER_PAGE + 1]
-    sql, params = queryset.query.sql_with_params()
-    with connection.cursor() as cursor:
-        cursor.execute("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + sql, params)
-        return "\n".join(row[0] for row in cursor.fetchall())
+    plans = []
+
+    def explaining(execute, sql, params, many, context):
+        if sql.startswith("SELECT") and 'FROM "notebook_entry"' in sql:
+            context["cursor"].execute("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + sql, params)
+            plans.append("\n".join(row[0] for row in context["cursor"].fetchall()))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(explaining):
+        entry_search(codex=codex, params=parse_search_params(limit=50, **filters))
+    return "\n-- next statement --\n".join(plans)
 
 
 def operations(codex, repeat: int) -> dict[str, Callable[[], object]]:
@@ -195,6 +255,13 @@ def main() -> None:
     parser.add_argument("--entries", type=int, default=1_000_000, help="entries in the large codex")
     parser.add_argument("--small", type=int, default=1_000, help="entries in the comparison codex")
     parser.add_argument("--repeat", type=int, default=50, help="timed calls per operation")
+    parser.add_argument(
+        "--others", type=int, default=0, help="entries in other codexes, where the large codex's rare word is common"
+    )
+    parser.add_argument("--other-codexes", type=int, default=1_000, help="how many codexes hold --others")
+    parser.add_argument(
+        "--whole-table-trigram", action="store_true", help="build the old whole-table trigram indexes instead"
+    )
     parser.add_argument("--no-explain", action="store_true")
     args = parser.parse_args()
 
@@ -219,25 +286,37 @@ def main() -> None:
     large = services.codex_for_user(user=User.objects.create_user(f"large-{uuid.uuid4().hex[:8]}"))
 
     started = time.perf_counter()
+    drop, create = trigram_index_statements(args.whole_table_trigram)
     with connection.cursor() as cursor:
         # Building the trigram indexes once afterwards is much faster than growing them row by row.
-        for name in TRIGRAM_INDEXES:
-            cursor.execute(f"DROP INDEX IF EXISTS {name}")
+        for statement in drop:
+            cursor.execute(statement)
         fill(small, args.small)
         fill(large, args.entries)
+        if args.others:
+            fill_others(args.others, args.other_codexes)
         filled = time.perf_counter()
         cursor.execute("SET maintenance_work_mem = '512MB'")
-        for name, column in TRIGRAM_INDEXES.items():
-            cursor.execute(f"CREATE INDEX {name} ON notebook_entry USING gin ({column} gin_trgm_ops)")
+        for statement in create:
+            cursor.execute(statement)
         indexed = time.perf_counter()
         cursor.execute("VACUUM ANALYZE")
         cursor.execute("SELECT pg_size_pretty(pg_database_size(current_database()))")
         size = cursor.fetchone()[0]
+        cursor.execute(
+            "SELECT pg_size_pretty(sum(pg_relation_size(indexrelid))) FROM pg_index "
+            "WHERE indexrelid::regclass::text LIKE '%%_trgm'"
+        )
+        trigram_size = cursor.fetchone()[0]
+    layout = "whole-table" if args.whole_table_trigram else "per-codex"
+    others = f" + {args.others:,} in {args.other_codexes:,} other codexes" if args.others else ""
     print(
-        f"filled {args.entries:,} + {args.small:,} entries in {filled - started:.0f} s, "
-        f"trigram indexes in {indexed - filled:.0f} s, analyzed in {time.perf_counter() - indexed:.0f} s; "
-        f"database {size}"
+        f"filled {args.entries:,} + {args.small:,}{others} entries in {filled - started:.0f} s, "
+        f"{layout} trigram indexes ({trigram_size}) in {indexed - filled:.0f} s, "
+        f"analyzed in {time.perf_counter() - indexed:.0f} s; database {size}"
     )
+    if args.others:
+        print(f"the rare word {RARE_WORD!r} is in 10 entries of each measured codex and in every other entry elsewhere")
 
     results = {}
     for label, codex in [("small", small), ("large", large)]:
@@ -266,6 +345,7 @@ def main() -> None:
     if not args.no_explain:
         for label, filters in [
             (f"rare query {RARE_WORD!r}", {"query": RARE_WORD}),
+            (f"rare query {RARE_WORD!r} + common tag 't7'", {"query": RARE_WORD, "tag": "t7"}),
             (f"rare tag {RARE_TAG!r}", {"tag": RARE_TAG}),
             (f"common query {COMMON_WORD!r}", {"query": COMMON_WORD}),
             (f"common tag {COMMON_TAG!r}", {"tag": COMMON_TAG}),

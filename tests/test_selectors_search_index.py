@@ -6,11 +6,14 @@ the plain scan's matches, in the same order, each once, whatever the query.
 """
 
 import random
+import unittest
 import uuid
+from unittest import mock
 
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
-from notebook import services
+from notebook import selectors, services
 from notebook.models import Entry
 from notebook.selectors import TRIGRAM_MIN_CHARS
 from notebook.validation import normalize_for_search, parse_entry_input
@@ -201,6 +204,26 @@ class IndexedSearchAgreesWithPlainScanTest(NotebookTestCase):
             # Narrowed candidates: every examined entry really contains the query
             # (a superset only ever adds entries whose tags it spans, and these do not).
             self.assertEqual(page.scanned, len(page.entries), query)
+
+
+@unittest.skipUnless(connection.vendor == "postgresql", "the walk window is PostgreSQL's")
+class IndexedSearchPastTheWalkWindowTest(IndexedSearchAgreesWithPlainScanTest):
+    """The same, with a walk window of a few entries, so that the second step (the
+    trigram indexes alone, index scans disabled) serves most candidates."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.enterContext(mock.patch.object(selectors, "TRIGRAM_WALK_WINDOW", 3))
+
+    def test_the_second_step_runs_and_leaves_the_planner_as_it_was(self) -> None:
+        with CaptureQueriesContext(connection) as captured:
+            page = search(self.alice_codex, query="needle", limit=50)
+        self.assertTrue(page.entries)
+        self.assertTrue(any("set_config('enable_indexscan', 'off'" in query["sql"] for query in captured))
+        # The tests run inside a transaction, as a caller's may: the settings are back.
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT current_setting('enable_indexscan'), current_setting('enable_seqscan')")
+            self.assertEqual(cursor.fetchone(), ("on", "on"))
 
 
 class TrigramPrefilterSupersetTest(NotebookTestCase):
