@@ -111,15 +111,18 @@ def _matches(entry: Entry, normalized_query: str) -> bool:
     )
 
 
-def _query_prefilter(normalized_query: str) -> Q:
+def _query_prefilter(normalized_query: str, *, walking: bool = False) -> Q:
     """Entries whose title, content or tags contain ``normalized_query``, by trigram index.
 
     A superset of the matches (it may span two tags), which ``_matches`` then
     narrows exactly. The columns are already normalized, so a case-sensitive
     LIKE is right, and pg_trgm's GIN indexes serve it; on SQLite the FTS5
     trigram table answers a phrase query: its consecutive trigrams, a substring.
+    ``walking`` (the first step of ``_fetch_candidates``) wants the LIKE on SQLite too,
+    tested row by row along the walk: the FTS5 lookup would collect every match in the
+    codex first. SQLite's LIKE also ignores ASCII case, which only widens the superset.
     """
-    if connection.vendor == "sqlite":
+    if connection.vendor == "sqlite" and not walking:
         phrase = '"' + normalized_query.replace('"', '""') + '"'
         return Q(id__in=RawSQL(_SQLITE_TRIGRAM_MATCH, [phrase]))
     # Django escapes %, _ and \ in ``contains``.
@@ -147,6 +150,7 @@ def _candidates(
     *,
     upto: uuid.UUID | None = None,
     by_query: bool = True,
+    walking: bool = False,
 ) -> QuerySet[Entry]:
     """The page's candidates in id order after the cursor (and up to ``upto``), narrowed by indexes.
 
@@ -181,7 +185,7 @@ def _candidates(
     if params.written_by is not None:
         candidates = candidates.filter(Exists(_written_by(params.written_by).filter(codex=codex, entry=OuterRef("pk"))))
     if by_query and _uses_trigram(params):
-        candidates = candidates.filter(_query_prefilter(normalize_for_search(params.query)))
+        candidates = candidates.filter(_query_prefilter(normalize_for_search(params.query), walking=walking))
     deferred = ["content", "provenance", "search_tags_text"]
     if not params.query:
         # Only _matches reads the search columns (the tag/agent filters are in SQL).
@@ -211,21 +215,25 @@ def _walk_window_end(codex: Codex, params: SearchParams, after: uuid.UUID | None
 def _fetch_candidates(codex: Codex, params: SearchParams, after: uuid.UUID | None, count: int) -> list[Entry]:
     """The first ``count`` candidates after ``after``, in id order (``_candidates``, fetched).
 
-    On PostgreSQL a query's candidates are fetched in two steps. The planner judges
-    how often a word occurs over the whole table, not in this codex: a word common in
-    other codexes but rare in this one makes it walk this codex in id order, filtering
-    every entry, to the end (a whole codex per page). So first only the next
-    ``TRIGRAM_WALK_WINDOW`` entries (by tag or agent, if given) are walked, which
-    serves a word common here; if they hold fewer than ``count`` candidates, the rest
-    come from the per-codex trigram indexes alone (index scans, which would walk, are
-    disabled for that one statement), so the cost follows this codex's matches.
+    A query's candidates are fetched in two steps. First only the next
+    ``TRIGRAM_WALK_WINDOW`` entries (by tag or agent, if given) are walked in id order,
+    each tested with LIKE, which serves a word common in this codex at once; if they
+    hold fewer than ``count`` candidates, the rest come from the trigram indexes, so
+    the cost follows this codex's matches. Without the walk, SQLite's FTS5 lookup
+    collects every match of a common word before a page takes 21 of them; and
+    PostgreSQL's planner, which judges how often a word occurs over the whole table,
+    not in this codex, walks a codex to its end for a word common in other codexes
+    but rare in this one. On PostgreSQL the second step therefore disables index
+    scans (which would walk) for its one statement.
     """
-    if connection.vendor != "postgresql" or not _uses_trigram(params):
+    if not _uses_trigram(params):
         return list(_candidates(codex, params, after)[:count])
     window_end = _walk_window_end(codex, params, after)
-    rows = list(_candidates(codex, params, after, upto=window_end)[:count])
+    rows = list(_candidates(codex, params, after, upto=window_end, walking=True)[:count])
     if len(rows) == count or window_end is None:
         return rows
+    if connection.vendor != "postgresql":
+        return rows + list(_candidates(codex, params, window_end)[: count - len(rows)])
     # set_config(..., true) lasts to the end of the transaction: our own ends here, but a
     # caller's goes on, so then the old values are put back (an error rolls the
     # savepoint back, and them with it).

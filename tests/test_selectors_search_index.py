@@ -206,15 +206,15 @@ class IndexedSearchAgreesWithPlainScanTest(NotebookTestCase):
             self.assertEqual(page.scanned, len(page.entries), query)
 
 
-@unittest.skipUnless(connection.vendor == "postgresql", "the walk window is PostgreSQL's")
 class IndexedSearchPastTheWalkWindowTest(IndexedSearchAgreesWithPlainScanTest):
     """The same, with a walk window of a few entries, so that the second step (the
-    trigram indexes alone, index scans disabled) serves most candidates."""
+    trigram indexes alone; on PostgreSQL with index scans disabled) serves most candidates."""
 
     def setUp(self) -> None:
         super().setUp()
         self.enterContext(mock.patch.object(selectors, "TRIGRAM_WALK_WINDOW", 3))
 
+    @unittest.skipUnless(connection.vendor == "postgresql", "planner settings are PostgreSQL's")
     def test_the_second_step_runs_and_leaves_the_planner_as_it_was(self) -> None:
         with CaptureQueriesContext(connection) as captured:
             page = search(self.alice_codex, query="needle", limit=50)
@@ -227,6 +227,15 @@ class IndexedSearchPastTheWalkWindowTest(IndexedSearchAgreesWithPlainScanTest):
 
 
 class TrigramPrefilterSupersetTest(NotebookTestCase):
+    def test_a_word_common_in_the_walk_window_never_asks_the_trigram_index(self) -> None:
+        for number in range(6):
+            self.save(content=f"a common word, note {number}")
+        with mock.patch.object(selectors, "TRIGRAM_WALK_WINDOW", 3), CaptureQueriesContext(connection) as captured:
+            page = search(self.alice_codex, query="common word", limit=1)
+        self.assertEqual(len(page.entries), 1)
+        lookups = [q["sql"] for q in captured if "notebook_entry_trigram" in q["sql"] or "enable_indexscan" in q["sql"]]
+        self.assertEqual(lookups, [])  # the walk served the page (a common word: a fuller FTS/bitmap lookup)
+
     def test_a_query_spanning_two_tags_is_examined_but_not_returned(self) -> None:
         self.save(content="x", tags=["red", "blue"])
         page = search(self.alice_codex, query="red\nblue")
@@ -234,9 +243,17 @@ class TrigramPrefilterSupersetTest(NotebookTestCase):
         self.assertLessEqual(page.scanned, 1)
         self.assertFalse(page.has_more)
 
+    def indexed(self, phrase: str) -> set[str]:
+        """Entry ids (hex) the SQLite FTS5 index holds for a phrase; the search's own lookup."""
+        with connection.cursor() as cursor:
+            cursor.execute(selectors._SQLITE_TRIGRAM_MATCH, ['"' + phrase + '"'])
+            return {row[0] for row in cursor.fetchall()}
+
     def test_the_index_follows_updates_and_deletes(self) -> None:
         entry = self.save(content="original wording")
         self.assertEqual(len(search(self.alice_codex, query="original").entries), 1)
+        if connection.vendor == "sqlite":
+            self.assertEqual(self.indexed("original"), {entry.id.hex})
         services.entry_update(
             codex=self.alice_codex,
             entry_id=entry.id,
@@ -245,6 +262,8 @@ class TrigramPrefilterSupersetTest(NotebookTestCase):
         )
         self.assertEqual(search(self.alice_codex, query="original").scanned, 0)
         self.assertEqual(len(search(self.alice_codex, query="new wording").entries), 1)
+        if connection.vendor == "sqlite":
+            self.assertEqual((self.indexed("original"), self.indexed("new wording")), (set(), {entry.id.hex}))
         self.alice.delete()  # cascades through the codex to its entries
         self.assertEqual(search(self.bob_codex, query="wording").scanned, 0)
         if connection.vendor == "sqlite":
