@@ -14,7 +14,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import transaction
 from django.utils import timezone
 
 from notebook import quotas
@@ -23,6 +22,7 @@ from notebook.limits import MAX_SAFE_INTEGER, WRITER_FIELD_MAX_CHARS
 from notebook.models import Codex, Entry, EntryRelatedAgent, EntryRevision, EntryTag
 from notebook.representations import entry_dict, rfc3339_ms
 from notebook.services import _apply  # the one place entry fields and search columns are derived
+from notebook.transactions import write_transaction
 from notebook.validation import EntryInput, parse_entry_id, parse_entry_input
 from notebook.writers import IMPORT, IMPORT_WRITER, KINDS, UNKNOWN, Writer
 
@@ -381,7 +381,7 @@ def codex_import(*, codex: Codex, document: dict[str, Any], progress: Progress |
     return report
 
 
-@transaction.atomic
+@write_transaction()
 def _write(codex: Codex, parsed: list[_ImportedEntry], report: ImportReport, progress: Progress | None) -> None:
     for done, item in enumerate(parsed, start=1):
         entry_id, present = _free_id(codex, item.entry_id)
