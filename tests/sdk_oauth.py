@@ -6,8 +6,7 @@ import ipaddress
 import json
 import ssl
 import tempfile
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 
+from tests.loopback_http import LoopbackHTTPServer
 from tests.oauth_helpers import REDIRECT_URI, Browser
 
 
@@ -72,7 +72,7 @@ def client_metadata(scope: str | None = None) -> OAuthClientMetadata:
     )
 
 
-class LoopbackMetadataServer:
+class LoopbackMetadataServer(LoopbackHTTPServer):
     """Serves one Client ID Metadata Document over HTTPS on 127.0.0.1 (self-signed certificate)."""
 
     def __init__(self) -> None:
@@ -94,22 +94,16 @@ class LoopbackMetadataServer:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        super().__init__(Handler)
         self._tmp = tempfile.TemporaryDirectory()
         cert, key = _self_signed(Path(self._tmp.name))
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(cert, key)
         self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
-        self.url = f"https://127.0.0.1:{self.server.server_address[1]}/oauth/client-metadata.json"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self) -> "LoopbackMetadataServer":
-        self.thread.start()
-        return self
+        self.url = f"https://127.0.0.1:{self.port}/oauth/client-metadata.json"
 
     def __exit__(self, *exc: Any) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__exit__(*exc)
         self._tmp.cleanup()
 
 

@@ -8,8 +8,7 @@ exchanged for a token and all four tools are called in the 2026-07-28 shape.
 """
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 from notebook.models import Entry
 from tests.browser import headless_chromium, screenshot_dir
 from tests.live import LiveServerTestCase
+from tests.loopback_http import LoopbackHTTPServer
 
 PAGE = (Path(__file__).parent / "pages" / "browser_client.html").read_bytes()
 
@@ -40,21 +40,12 @@ class _PageHandler(BaseHTTPRequestHandler):
         pass
 
 
-class PageServer:
+class PageServer(LoopbackHTTPServer):
     """A tiny static server for the client page, on its own loopback port (its own origin)."""
 
     def __init__(self) -> None:
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _PageHandler)
-        self.origin = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    def __enter__(self) -> "PageServer":
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        super().__init__(_PageHandler)
+        self.origin = f"http://127.0.0.1:{self.port}"
 
 
 class BrowserMcpClientTest(LiveServerTestCase):
