@@ -10,7 +10,15 @@ each with ``scripts/bench_mcp.lua`` (2026-07-28 requests: one POST per call with
 query, calls/s, p50, p99 and calls/s as a fraction of the no-op anchor, at each
 connection count. With two or more CPUs the servers run on CPU 0 and wrk on CPU 1.
 
-    .venv/bin/python scripts/bench_mcp.py                         # SQLite, 10 s per run, 8 and 32 connections
+Shared machines drift: the same server's calls/s can halve from one minute to the next.
+So each scenario's ``--duration`` is cut into ``--rounds`` slices, and every slice of the
+project is run right after a slice of the anchor of the same length; "vs no-op" is the
+project's calls over the anchor's calls in those paired slices, and p50/p99 are the
+medians over the slices. "cpu/call" is the server's CPU time (user + system, every
+worker) per call, which idle time and a slower client do not change; "cpu vs no-op" is
+the anchor's CPU per call over the project's.
+
+    .venv/bin/python scripts/bench_mcp.py                         # SQLite, 10 s per scenario, 8 and 32 connections
     .venv/bin/python scripts/bench_mcp.py --duration 5 --connections 8
     bash scripts/with_postgres.sh .venv/bin/python scripts/bench_mcp.py
     .venv/bin/python scripts/bench_mcp.py --soak 300               # memory soak: mixed load, RSS every 10 s
@@ -25,6 +33,7 @@ import os
 import re
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -73,18 +82,40 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def tree_pids(pid: int) -> list[int]:
+    """A process and its descendants (uvicorn workers), children of any of its threads."""
+    pids, stack = [], [pid]
+    while stack:
+        current = stack.pop()
+        pids.append(current)
+        try:
+            for task in Path(f"/proc/{current}/task").iterdir():
+                stack.extend(int(child) for child in (task / "children").read_text().split())
+        except OSError:
+            continue
+    return pids
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process and its descendants so far, in seconds."""
+    ticks = 0
+    for one in tree_pids(pid):
+        try:
+            fields = Path(f"/proc/{one}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        ticks += int(fields[11]) + int(fields[12])  # utime and stime: fields 14 and 15 of stat(5)
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def tree_rss_mib(pid: int) -> float:
     """Resident memory of a process and its descendants (uvicorn workers), in MiB."""
     total = 0
-    stack = [pid]
-    while stack:
-        current = stack.pop()
+    for one in tree_pids(pid):
         try:
-            for line in Path(f"/proc/{current}/status").read_text().splitlines():
+            for line in Path(f"/proc/{one}/status").read_text().splitlines():
                 if line.startswith("VmRSS:"):
                     total += int(line.split()[1])
-            for task in Path(f"/proc/{current}/task").iterdir():
-                stack.extend(int(child) for child in (task / "children").read_text().split())
         except OSError:
             continue
     return total / 1024
@@ -119,6 +150,9 @@ class Uvicorn:
     def rss(self) -> float:
         return tree_rss_mib(self.process.pid)
 
+    def cpu(self) -> float:
+        return tree_cpu_seconds(self.process.pid)
+
     def stop(self) -> None:
         self.process.terminate()
         try:
@@ -143,6 +177,41 @@ def run_wrk(
     figures = {key: float(value) for key, value in (pair.split("=") for pair in match.group(1).split())}
     figures["rate"] = figures["requests"] / (figures["duration_us"] / 1e6)
     return figures
+
+
+def measure(server: Uvicorn, wrk: str, scenario: str, **options) -> dict[str, float]:
+    """One wrk run against ``server``, with the server's CPU seconds per call."""
+    before = server.cpu()
+    figures = run_wrk(wrk, server.url, scenario, **options)
+    figures["cpu_per_call"] = (server.cpu() - before) / max(figures["requests"], 1)
+    return figures
+
+
+def paired(slices: list[tuple[dict[str, float], dict[str, float]]]) -> dict[str, float]:
+    """A scenario's figures over its (anchor, project) slices: summed calls, median latencies."""
+    anchors = [anchor for anchor, _ in slices]
+    projects = [project for _, project in slices]
+
+    def total(runs: list[dict[str, float]], key: str) -> float:
+        return sum(run[key] for run in runs)
+
+    def median(runs: list[dict[str, float]], key: str) -> float:
+        return statistics.median(run[key] for run in runs)
+
+    def cpu_per_call(runs: list[dict[str, float]]) -> float:
+        return total(runs, "cpu_per_call_total") / max(total(runs, "requests"), 1)
+
+    for run in anchors + projects:
+        run["cpu_per_call_total"] = run["cpu_per_call"] * run["requests"]
+    return {
+        "rate": total(projects, "requests") / (total(projects, "duration_us") / 1e6),
+        "anchor_rate": total(anchors, "requests") / (total(anchors, "duration_us") / 1e6),
+        "p50_us": median(projects, "p50_us"),
+        "p99_us": median(projects, "p99_us"),
+        "errors": total(projects, "errors") + total(projects, "socket_errors"),
+        "cpu_per_call": cpu_per_call(projects),
+        "anchor_cpu_per_call": cpu_per_call(anchors),
+    }
 
 
 def setup_database(env: dict[str, str]) -> tuple[str, list[str], list[str]]:
@@ -226,7 +295,13 @@ def soak(wrk: str, project: Uvicorn, *, token: str, id_file: str, connections: i
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--duration", type=int, default=10, help="seconds per wrk run (default 10)")
+    parser.add_argument("--duration", type=int, default=10, help="seconds of load per scenario and server (default 10)")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=5,
+        help="slices each scenario's duration is cut into, each paired with an anchor slice (default 5)",
+    )
     parser.add_argument("--connections", default="8,32", help="comma-separated connection counts (default 8,32)")
     parser.add_argument("--workers", type=int, default=1, help="uvicorn workers for both servers (default 1)")
     parser.add_argument("--scenarios", default=",".join(SCENARIOS), help="comma-separated subset of " + str(SCENARIOS))
@@ -262,8 +337,9 @@ def main() -> None:
     update_ids = update_ids[: 2 * max(connection_counts)]
 
     database = os.environ.get("DATABASE_URL", "sqlite (temp file)").split("@")[-1]
+    load = f"{args.soak} s soak" if args.soak else f"{args.duration} s per scenario in {args.rounds} paired slices"
     print(
-        f"database: {database}; {f'{args.soak} s soak' if args.soak else f'{args.duration} s per run'}; "
+        f"database: {database}; {load}; "
         f"uvicorn --workers {args.workers}; "
         + ("servers on CPU 0, wrk on CPU 1" if pinned else "no CPU pinning (fewer than 2 CPUs or no taskset)")
     )
@@ -284,42 +360,34 @@ def main() -> None:
             )
             return
         print()
-        print(f"{'scenario':<28} {'conns':>5} {'calls/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'vs no-op':>9} {'errors':>7}")
+        print(
+            f"{'scenario':<28} {'conns':>5} {'calls/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'no-op/s':>9} "
+            f"{'vs no-op':>9} {'cpu/call':>9} {'cpu vs no-op':>13} {'errors':>7}"
+        )
+        slice_seconds = max(1, round(args.duration / args.rounds))
         for connections in connection_counts:
-            anchor = run_wrk(
-                wrk,
-                noop.url,
-                "noop",
-                token=token,
-                id_file="-",
-                connections=connections,
-                duration=args.duration,
-                cpu=wrk_cpu,
-            )
-            rows = [("noop", anchor)]
             for scenario in scenarios:
+                id_file = update_file if scenario == "update" else get_file
+                options = dict(token=token, connections=connections, cpu=wrk_cpu)
+                # Warm both servers (imports, caches, statements) before anything counts.
+                measure(noop, wrk, "noop", id_file="-", duration=1, **options)
                 if scenario == "update":
                     write_id_file(update_file, update_ids)
-                rows.append(
-                    (
-                        scenario,
-                        run_wrk(
-                            wrk,
-                            project.url,
-                            scenario,
-                            token=token,
-                            id_file=update_file if scenario == "update" else get_file,
-                            connections=connections,
-                            duration=args.duration,
-                            cpu=wrk_cpu,
-                        ),
+                measure(project, wrk, scenario, id_file=id_file, duration=1, **options)
+                slices = []
+                for _ in range(args.rounds):
+                    anchor = measure(noop, wrk, "noop", id_file="-", duration=slice_seconds, **options)
+                    if scenario == "update":
+                        write_id_file(update_file, update_ids)
+                    slices.append(
+                        (anchor, measure(project, wrk, scenario, id_file=id_file, duration=slice_seconds, **options))
                     )
-                )
-            for scenario, figures in rows:
-                errors = figures["errors"] + figures["socket_errors"]
+                figures = paired(slices)
                 print(
                     f"{LABELS[scenario]:<28} {connections:>5} {figures['rate']:9.1f} {figures['p50_us'] / 1000:8.1f} "
-                    f"{figures['p99_us'] / 1000:8.1f} {figures['rate'] / anchor['rate']:9.3f} {errors:7.0f}",
+                    f"{figures['p99_us'] / 1000:8.1f} {figures['anchor_rate']:9.1f} "
+                    f"{figures['rate'] / figures['anchor_rate']:9.3f} {figures['cpu_per_call'] * 1000:7.2f}ms "
+                    f"{figures['anchor_cpu_per_call'] / figures['cpu_per_call']:13.3f} {figures['errors']:7.0f}",
                     flush=True,
                 )
         print()
