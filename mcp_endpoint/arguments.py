@@ -1,8 +1,18 @@
 """Protocol-level checks of ``tools/call`` arguments: unknown tool, argument-tree size
-and JSON Schema. Each failure is a JSON-RPC -32602 error naming the failing path."""
+and JSON Schema. Each failure is a JSON-RPC -32602 error naming the failing path.
 
+Every call is checked by a validator ``fastjsonschema`` compiled to Python code from the
+tool's schema, about twenty times cheaper per call than walking the schema; only a call it
+refuses goes to ``jsonschema``, which decides and names the failing path. The compiled
+check is never more lenient than ``jsonschema`` (tested on generated arguments): where they
+differ it is stricter (its ``$`` is ECMA-262's, the end of the string), and then
+``jsonschema``'s verdict stands, as it did before.
+"""
+
+from collections.abc import Callable
 from typing import Any
 
+import fastjsonschema
 from jsonschema import Draft7Validator
 from jsonschema.exceptions import ValidationError as SchemaViolation
 from jsonschema.exceptions import best_match
@@ -13,6 +23,10 @@ from mcp_endpoint.tools import TOOLS, TOOLS_BY_NAME
 from notebook.limits import MAX_ARGUMENT_MEMBERS
 
 _VALIDATORS = {tool.name: Draft7Validator(tool.input_schema) for tool in TOOLS}
+# The fast first check of each tool's arguments: returns, or raises JsonSchemaException.
+_COMPILED: dict[str, Callable[[Any], Any]] = {
+    tool.name: fastjsonschema.compile(tool.input_schema, use_default=False) for tool in TOOLS
+}
 
 
 def count_members(value: Any, limit: int = MAX_ARGUMENT_MEMBERS) -> int:
@@ -70,6 +84,11 @@ def check_arguments(name: str, arguments: dict[str, Any]) -> None:
             code=INVALID_PARAMS,
             message=f"arguments have more than {MAX_ARGUMENT_MEMBERS} array elements and object members in all",
         )
+    try:
+        _COMPILED[name](arguments)
+        return
+    except fastjsonschema.JsonSchemaException:
+        pass  # jsonschema decides, and names the failing path
     error = best_match(_VALIDATORS[name].iter_errors(arguments))
     if error is not None:
         raise MCPError(code=INVALID_PARAMS, message=f"Invalid arguments for {name}: {describe_violation(error)}")
