@@ -11,6 +11,7 @@ The jobs live beside it: ``arguments`` (protocol checks), ``boundary`` (the one
 sync/async boundary), ``results`` (error mapping and result formatting).
 """
 
+from collections.abc import Iterable
 from typing import Any
 
 import mcp_types as types
@@ -18,6 +19,7 @@ from django.conf import settings
 from django.db import DatabaseError
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
+from mcp.shared.inbound import x_mcp_header_map
 
 from mcp_endpoint import auth
 from mcp_endpoint.arguments import check_arguments
@@ -95,9 +97,20 @@ async def list_tools(
     return _LISTING
 
 
+# The schemas with something for the SDK's Mcp-Param-* header check: it compares those
+# headers with the arguments that ``x-mcp-header`` annotations name, walking the schema
+# twice on every call with arguments. A schema without annotations has nothing to check,
+# for which the SDK's hook takes None (the same answer, without the walks).
+def header_annotated(tools: Iterable[Tool]) -> dict[str, dict[str, Any]]:
+    return {tool.name: tool.input_schema for tool in tools if x_mcp_header_map(tool.input_schema)}
+
+
+_HEADER_ANNOTATED = header_annotated(TOOLS)
+
+
 def tool_input_schema(name: str) -> dict[str, Any] | None:
-    tool = TOOLS_BY_NAME.get(name)
-    return tool.input_schema if tool is not None else None
+    """The SDK's ``get_tool_input_schema``: the schema when its Mcp-Param-* headers need checking."""
+    return _HEADER_ANNOTATED.get(name)
 
 
 def create_server() -> Server[Any]:

@@ -1,11 +1,15 @@
+import copy
+import dataclasses
 import json
 
 from django.test import SimpleTestCase
 from jsonschema import Draft7Validator
+from mcp.shared.inbound import x_mcp_header_map
 
 from mcp_endpoint.arguments import _VALIDATORS, check_arguments, count_members
 from mcp_endpoint.auth import ALL_SCOPES
 from mcp_endpoint.listing import TOOLS_JSON_PATH, live_listing, render
+from mcp_endpoint.server import header_annotated, tool_input_schema
 from mcp_endpoint.tools import TOOLS, UNKNOWN_TOOL_SCOPES, scopes_for
 from notebook import limits
 
@@ -110,3 +114,22 @@ class ToolListingTest(SimpleTestCase):
         self.assertEqual(count_members({}), 0)
         self.assertEqual(count_members({"a": [1, 2, {"b": []}]}), 1 + 3 + 1)
         self.assertGreater(count_members({"a": list(range(5000))}), 2000)
+
+
+class McpParamHeaderSchemaTest(SimpleTestCase):
+    """The SDK checks Mcp-Param-* headers against a tool's ``x-mcp-header`` annotations;
+    it is given a schema only where there are some (None means nothing to check)."""
+
+    def test_a_schema_without_annotations_gives_the_sdk_nothing_to_check(self) -> None:
+        for tool in TOOLS:
+            self.assertEqual(x_mcp_header_map(tool.input_schema), {}, tool.name)
+            self.assertIsNone(tool_input_schema(tool.name), tool.name)
+        self.assertIsNone(tool_input_schema("field_notes_delete"))
+
+    def test_an_annotated_schema_is_given_to_the_sdk(self) -> None:
+        get = next(tool for tool in TOOLS if tool.name == "field_notes_get")
+        annotated = copy.deepcopy(get.input_schema)
+        annotated["properties"]["id"]["x-mcp-header"] = "Entry-Id"
+        tool = dataclasses.replace(get, input_schema=annotated)
+        tools = [tool if other.name == tool.name else other for other in TOOLS]
+        self.assertEqual(header_annotated(tools), {"field_notes_get": annotated})
