@@ -101,8 +101,14 @@ class _TokenQuery:
         Codex = self.codex_link.related_model
         self.alias = alias
         self.token = ModelColumns(AccessToken, "t", connection, ("expires", "scope", "resource"))
-        self.user = ModelColumns(User, "u", connection)
-        self.codex = ModelColumns(Codex, "c", connection)
+        # Only what the check and the tool call use: the user's key and whether it is active,
+        # the codex's key and owner. Both instances defer the rest (read on access, as
+        # ``only()`` would), so the converters of columns nobody reads do not run per call.
+        user_columns = [
+            field.name for field in User._meta.concrete_fields if field.primary_key or field.name == "is_active"
+        ]
+        self.user = ModelColumns(User, "u", connection, user_columns)
+        self.codex = ModelColumns(Codex, "c", connection, ("id", self.codex_link.field.name))
         self.application = ModelColumns(Application, "a", connection, ("id", "client_id", "name"))
         columns = self.token.sql + self.user.sql + self.codex.sql + self.application.sql
         self.sql = (
