@@ -2,6 +2,7 @@
 SDK's app, everything else to Django. ``lifespan`` goes to the SDK app, whose
 session manager must run for the whole life of the process."""
 
+import gc
 import os
 
 from django.core.asgi import get_asgi_application
@@ -14,6 +15,8 @@ from codex_site.checks import refuse_to_serve_a_bad_configuration  # noqa: E402
 from mcp_endpoint.http import MCP_PATHS, build_mcp_http_app  # noqa: E402
 
 refuse_to_serve_a_bad_configuration()
+
+GC_YOUNGEST_THRESHOLD = 10_000
 
 
 def build_application():
@@ -31,3 +34,12 @@ def build_application():
 
 
 application = build_application()
+
+# The collector, tuned for a server: everything loaded so far (Django, the SDK, the app:
+# several hundred thousand objects that live as long as the process) is moved out of its
+# reach, and the youngest generation is collected after 10,000 net allocations instead of
+# 700. Measured with 32 connections, one worker: full collections went from 1.9 s per
+# 25 s of load (up to 132 ms each: the p99 of a get) to 0.15 s, all collections together
+# from 2.8 s to 0.3 s.
+gc.freeze()
+gc.set_threshold(GC_YOUNGEST_THRESHOLD, *gc.get_threshold()[1:])

@@ -120,3 +120,17 @@ class ServedProcessTest(SimpleTestCase):
                 sock.close()
         time.sleep(0.3)
         self.assertEqual(httpx2.get(self.base + "/healthz", timeout=5).status_code, 200)
+
+
+class CollectorTuningTest(SimpleTestCase):
+    def test_the_served_app_freezes_its_startup_objects_and_collects_young_objects_less_often(self) -> None:
+        env = {key: value for key, value in os.environ.items() if key != "DATABASE_URL"}
+        with tempfile.TemporaryDirectory() as var:
+            env.update(SECRET_KEY="gc-test-" + "k" * 40, CODEX_VAR_DIR=var, DJANGO_DEBUG="0")
+            script = "import gc, codex_site.asgi; print(gc.get_threshold()[0], gc.get_freeze_count())"
+            output = subprocess.run(
+                [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, check=True
+            ).stdout.split()
+        threshold, frozen = int(output[0]), int(output[1])
+        self.assertEqual(threshold, 10_000)
+        self.assertGreater(frozen, 50_000)  # Django, the SDK and the app, out of the collector's reach
