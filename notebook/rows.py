@@ -15,6 +15,8 @@ from typing import Any, Generic, TypeVar
 from django.db import connections, router
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Field, Model
+from django.db.models.base import ModelState
+from django.db.models.signals import post_init, pre_init
 
 M = TypeVar("M", bound=Model)
 
@@ -55,6 +57,37 @@ class ModelColumns(Generic[M]):
         if values[0] is None:
             return None
         return self.model.from_db(connection.alias, self.attnames, self.convert(values, connection))
+
+    def loads_directly(self) -> bool:
+        """Whether ``loaded`` may skip ``Model.__init__``: the model keeps Django's
+        ``from_db`` and ``__init__``, and nothing listens to its pre_init and post_init
+        signals (checked when asked, so a receiver connected later is still honoured)."""
+        model = self.model
+        return (
+            getattr(model.from_db, "__func__", None) is Model.from_db.__func__
+            and model.__init__ is Model.__init__
+            and not pre_init.has_listeners(model)
+            and not post_init.has_listeners(model)
+        )
+
+    def loaded(self, values: Sequence[Any], connection: BaseDatabaseWrapper, *, direct: bool) -> M:
+        """The instance these raw values (with a key) describe, as ``Model.from_db`` makes it.
+
+        ``direct`` (when ``loads_directly()``): without ``Model.__init__``, which for each
+        row sends two signals nobody receives and walks every field to set what is
+        already known. The result is the same: a ``_state`` (not adding, this database),
+        each selected field's value in ``__dict__`` under its attname (as ``setattr``
+        leaves it on a fresh instance, descriptors included), the rest deferred.
+        """
+        converted = self.convert(values, connection)
+        if not direct:
+            return self.model.from_db(connection.alias, self.attnames, converted)
+        instance = self.model.__new__(self.model)
+        state = instance._state = ModelState()
+        state.adding = False
+        state.db = connection.alias
+        instance.__dict__.update(zip(self.attnames, converted, strict=True))
+        return instance
 
 
 class KeyedRead(Generic[M]):

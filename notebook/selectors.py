@@ -4,17 +4,19 @@ import datetime as dt
 import hashlib
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 from django.core import signing
-from django.db import connection, transaction
+from django.db import connection, connections, router, transaction
 from django.db.models import BigIntegerField, Count, Exists, F, OuterRef, Q, QuerySet, Value
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast, Substr
 
 from notebook.exceptions import InvalidArgument, NotFound
 from notebook.limits import CANDIDATES_PER_PAGE, EXCERPT_CHARS
-from notebook.models import Codex, Entry, EntryRelatedAgent, EntryRevision, EntryTag
+from notebook.models import Codex, Entry, EntryRevision
 from notebook.rows import KeyedRead
+from notebook.search_sql import LIKE, SEARCH_COLUMNS, SQLITE_TRIGRAM_MATCH, TRIGRAM, SearchStatements
 from notebook.validation import SearchParams, canonical_json, normalize_for_search
 from notebook.writers import APPLICATION
 
@@ -23,18 +25,15 @@ NOT_FOUND_MESSAGE = "no entry with this id exists in your codex"
 
 # Entry.objects.filter(codex=..., pk=...).first(), compiled once (the hot path of get).
 ENTRY_BY_ID = KeyedRead(Entry, ("codex_id", "id"))
+# The search's candidate statements, rendered once per database and filter shape.
+SEARCH = SearchStatements()
 
 # Trigram indexes (migration 0002) serve queries of at least this many characters.
 TRIGRAM_MIN_CHARS = 3
-# PostgreSQL: a query's candidates are first sought among this many of the codex's next
-# entries in id order (the walk that suits a word common in this codex), and only then
-# through the per-codex trigram indexes (``_fetch_candidates``).
+# A query's candidates are first sought among this many of the codex's next entries in id
+# order (the walk that suits a word common in this codex), and only then through the
+# trigram indexes (``_fetch_candidates``).
 TRIGRAM_WALK_WINDOW = 1_000
-# The ids of entries whose FTS5 trigram row matches a phrase (SQLite, migration 0002).
-_SQLITE_TRIGRAM_MATCH = (
-    "SELECT k.entry_id FROM notebook_entry_trigram_key k WHERE k.rowid IN "
-    "(SELECT rowid FROM notebook_entry_trigram WHERE notebook_entry_trigram MATCH %s)"
-)
 # For one statement: no index scan (the id-order walk), no sequential scan and no parallel
 # workers (their start-up costs more than a few matches), leaving bitmap scans of the
 # per-codex trigram indexes. Selects the old values, for _PLANNER_RESTORE.
@@ -111,20 +110,18 @@ def _matches(entry: Entry, normalized_query: str) -> bool:
     )
 
 
-def _query_prefilter(normalized_query: str, *, walking: bool = False) -> Q:
-    """Entries whose title, content or tags contain ``normalized_query``, by trigram index.
+def _query_prefilter(normalized_query: str) -> Q:
+    """Entries whose title, content or tags contain ``normalized_query``, by trigram index
+    (``entry_recent``'s queryset; the search's own statements are in ``notebook.search_sql``).
 
     A superset of the matches (it may span two tags), which ``_matches`` then
     narrows exactly. The columns are already normalized, so a case-sensitive
     LIKE is right, and pg_trgm's GIN indexes serve it; on SQLite the FTS5
     trigram table answers a phrase query: its consecutive trigrams, a substring.
-    ``walking`` (the first step of ``_fetch_candidates``) wants the LIKE on SQLite too,
-    tested row by row along the walk: the FTS5 lookup would collect every match in the
-    codex first. SQLite's LIKE also ignores ASCII case, which only widens the superset.
     """
-    if connection.vendor == "sqlite" and not walking:
+    if connection.vendor == "sqlite":
         phrase = '"' + normalized_query.replace('"', '""') + '"'
-        return Q(id__in=RawSQL(_SQLITE_TRIGRAM_MATCH, [phrase]))
+        return Q(id__in=RawSQL(SQLITE_TRIGRAM_MATCH, [phrase]))
     # Django escapes %, _ and \ in ``contains``.
     return (
         Q(search_title__contains=normalized_query)
@@ -133,87 +130,44 @@ def _query_prefilter(normalized_query: str, *, walking: bool = False) -> Q:
     )
 
 
-def _uses_trigram(params: SearchParams) -> bool:
-    """Whether the query narrows candidates by trigram index.
+def _uses_trigram(normalized_query: str) -> bool:
+    """Whether the (normalized) query narrows candidates by trigram index.
 
     U+0000 cannot be sent to PostgreSQL (nor stored in any searched field); such a
     query keeps the plain scan, which finds nothing, correctly.
     """
-    normalized_query = normalize_for_search(params.query)
     return len(normalized_query) >= TRIGRAM_MIN_CHARS and "\x00" not in normalized_query
 
 
-def _candidates(
-    codex: Codex,
-    params: SearchParams,
-    after: uuid.UUID | None,
-    *,
-    upto: uuid.UUID | None = None,
-    by_query: bool = True,
-    walking: bool = False,
-) -> QuerySet[Entry]:
-    """The page's candidates in id order after the cursor (and up to ``upto``), narrowed by indexes.
-
-    The tag and related-agent filters are exact; a query of at least three
-    characters narrows by trigram (a superset, re-checked by ``_matches``), unless
-    ``by_query`` is false. A shorter query has no trigram, so its candidates stay
-    the codex's entries. Which plan serves a cursor never changes, since the cursor
-    is bound to the filters.
-    """
-    # The codex id typed bigint, like the column: btree_gin's operator class (the codex
-    # column of the trigram indexes, migration 0002) has no bigint = integer, and a
-    # plain number would be an integer constant, leaving that column unused.
+def _recent_candidates(codex: Codex, params: SearchParams) -> QuerySet[Entry]:
+    """``entry_recent``'s candidates, narrowed by the indexes as the search's are (a
+    superset of the matches when there is a query): the person's pages alone read
+    newest first, so this one statement stays a queryset."""
     candidates = Entry.objects.filter(codex_id=Cast(Value(codex.pk), BigIntegerField()))
-    if after is not None:
-        candidates = candidates.filter(id__gt=after)
-    if upto is not None:
-        candidates = candidates.filter(id__lte=upto)
-    # Each index row is bounded on its own codex and entry columns (one filter()
-    # call, one join), so the database can walk the (codex, value, entry) index in
-    # entry order from the cursor instead of collecting every row with the value.
-    # Ordering by that index's entry column (the same id) lets SQLite skip a sort too.
-    order = "id"
     for relation, value in [("related_agent_rows", params.related_agent_id), ("tag_rows", params.tag)]:
         if value is not None:
-            bounds = {f"{relation}__codex": codex, f"{relation}__value": value}
-            if after is not None:
-                bounds[f"{relation}__entry_id__gt"] = after
-            if upto is not None:
-                bounds[f"{relation}__entry_id__lte"] = upto
-            candidates = candidates.filter(**bounds)
-            order = f"{relation}__entry_id"
+            candidates = candidates.filter(**{f"{relation}__codex": codex, f"{relation}__value": value})
     if params.written_by is not None:
         candidates = candidates.filter(Exists(_written_by(params.written_by).filter(codex=codex, entry=OuterRef("pk"))))
-    if by_query and _uses_trigram(params):
-        candidates = candidates.filter(_query_prefilter(normalize_for_search(params.query), walking=walking))
+    normalized_query = normalize_for_search(params.query)
+    if _uses_trigram(normalized_query):
+        candidates = candidates.filter(_query_prefilter(normalized_query))
     deferred = ["content", "provenance", "search_tags_text"]
     if not params.query:
-        # Only _matches reads the search columns (the tag/agent filters are in SQL).
-        deferred += ["search_title", "search_content", "search_tags"]
-    return candidates.defer(*deferred).annotate(excerpt=Substr("content", 1, EXCERPT_CHARS)).order_by(order)
+        deferred += SEARCH_COLUMNS
+    return candidates.defer(*deferred).annotate(excerpt=Substr("content", 1, EXCERPT_CHARS))
 
 
-def _walk_window_end(codex: Codex, params: SearchParams, after: uuid.UUID | None) -> uuid.UUID | None:
-    """The id ``TRIGRAM_WALK_WINDOW`` entries after ``after`` on the walk (by tag or agent, if
-    given, read from that index alone); None when no more than that remain. Any id is correct here: it
-    only splits the candidates between the two steps of ``_fetch_candidates``."""
-    rows = Entry.objects.filter(codex=codex)
-    column = "id"
-    for model, value in [(EntryTag, params.tag), (EntryRelatedAgent, params.related_agent_id)]:
-        if value is not None:
-            rows = model.objects.filter(codex=codex, value=value)
-            column = "entry_id"
-            break
-    if after is not None:
-        rows = rows.filter(**{f"{column}__gt": after})
-    # The window's last id and the next one: when no entry follows the window, the walk
-    # alone covers the rest and the second step is skipped.
-    ends = list(rows.order_by(column).values_list(column, flat=True)[TRIGRAM_WALK_WINDOW - 1 : TRIGRAM_WALK_WINDOW + 1])
-    return ends[0] if len(ends) == 2 else None
+def _fetch_candidates(
+    codex: Codex, params: SearchParams, normalized_query: str, after: uuid.UUID | None, count: int
+) -> list[Entry]:
+    """The page's first ``count`` candidates after the cursor ``after``, in id order,
+    narrowed by the indexes (``notebook.search_sql`` holds the statements).
 
-
-def _fetch_candidates(codex: Codex, params: SearchParams, after: uuid.UUID | None, count: int) -> list[Entry]:
-    """The first ``count`` candidates after ``after``, in id order (``_candidates``, fetched).
+    The tag and related-agent filters are exact; a query of at least three
+    characters narrows by trigram (a superset, re-checked by ``_matches``). A shorter
+    query has no trigram, so its candidates stay the codex's entries. Which plan
+    serves a cursor never changes, since the cursor is bound to the filters.
 
     A query's candidates are fetched in two steps. First only the next
     ``TRIGRAM_WALK_WINDOW`` entries (by tag or agent, if given) are walked in id order,
@@ -226,22 +180,35 @@ def _fetch_candidates(codex: Codex, params: SearchParams, after: uuid.UUID | Non
     but rare in this one. On PostgreSQL the second step therefore disables index
     scans (which would walk) for its one statement.
     """
-    if not _uses_trigram(params):
-        return list(_candidates(codex, params, after)[:count])
-    window_end = _walk_window_end(codex, params, after)
-    rows = list(_candidates(codex, params, after, upto=window_end, walking=True)[:count])
+    filters: dict[str, Any] = {
+        "codex_id": codex.pk,
+        "tag": params.tag,
+        "agent": params.related_agent_id,
+        "written_by": params.written_by,
+        # Only _matches reads the search columns (the tag/agent filters are in SQL).
+        "search_columns": bool(params.query),
+    }
+    if not _uses_trigram(normalized_query):
+        return SEARCH.candidates(**filters, after=after, limit=count)
+    filters["query"] = normalized_query
+    window_end = SEARCH.window_end(
+        codex_id=codex.pk, after=after, tag=params.tag, agent=params.related_agent_id, offset=TRIGRAM_WALK_WINDOW - 1
+    )
+    rows = SEARCH.candidates(**filters, after=after, upto=window_end, prefilter=LIKE, limit=count)
     if len(rows) == count or window_end is None:
         return rows
-    if connection.vendor != "postgresql":
-        return rows + list(_candidates(codex, params, window_end)[: count - len(rows)])
+    rest = count - len(rows)
+    alias = router.db_for_read(Entry)
+    if connections[alias].vendor != "postgresql":
+        return rows + SEARCH.candidates(**filters, after=window_end, prefilter=TRIGRAM, limit=rest)
     # set_config(..., true) lasts to the end of the transaction: our own ends here, but a
     # caller's goes on, so then the old values are put back (an error rolls the
     # savepoint back, and them with it).
-    nested = connection.in_atomic_block
-    with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
+    nested = connections[alias].in_atomic_block
+    with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
         cursor.execute(_PLANNER_BITMAP_ONLY)
         saved = cursor.fetchone()[: len(_PLANNER_SETTINGS)]
-        rows += _candidates(codex, params, window_end)[: count - len(rows)]
+        rows += SEARCH.candidates(**filters, after=window_end, prefilter=TRIGRAM, limit=rest)
         if nested:
             cursor.execute(_PLANNER_RESTORE, saved)
     return rows
@@ -258,13 +225,13 @@ def entry_search(*, codex: Codex, params: SearchParams) -> SearchPage:
     """
     after = _decode_cursor(codex, params)
 
+    normalized_query = normalize_for_search(params.query)
     if not params.filtered:
-        rows = list(_candidates(codex, params, after)[: params.limit + 1])
+        rows = _fetch_candidates(codex, params, normalized_query, after, params.limit + 1)
         entries = rows[: params.limit]
         next_after = entries[-1].id if entries else None
         return _page(codex, params, entries, scanned=len(entries), has_more=len(rows) > params.limit, last=next_after)
 
-    normalized_query = normalize_for_search(params.query)
     entries: list[Entry] = []
     scanned = 0
     last = after
@@ -273,7 +240,7 @@ def entry_search(*, codex: Codex, params: SearchParams) -> SearchPage:
     # exact check does a second fetch bring the rest of the page's 100 candidates.
     size = min(params.limit, CANDIDATES_PER_PAGE)
     while True:
-        rows = _fetch_candidates(codex, params, last, size + 1)
+        rows = _fetch_candidates(codex, params, normalized_query, last, size + 1)
         examined = 0
         for candidate in rows[:size]:
             examined += 1
@@ -331,7 +298,7 @@ def entry_recent(*, codex: Codex, params: SearchParams, max_scanned: int = 10 * 
     """
     after = _decode_recent_cursor(codex, params)
     normalized_query = normalize_for_search(params.query)
-    newest_first = _candidates(codex, params, None).order_by("-updated_at", "-id")
+    newest_first = _recent_candidates(codex, params).order_by("-updated_at", "-id")
     entries: list[Entry] = []
     scanned = 0
     last: Entry | None = None

@@ -15,6 +15,7 @@ from django.test.utils import CaptureQueriesContext
 
 from notebook import selectors, services
 from notebook.models import Entry
+from notebook.search_sql import SQLITE_TRIGRAM_MATCH
 from notebook.selectors import TRIGRAM_MIN_CHARS
 from notebook.validation import normalize_for_search, parse_entry_input
 from tests.base import NotebookTestCase
@@ -246,7 +247,7 @@ class TrigramPrefilterSupersetTest(NotebookTestCase):
     def indexed(self, phrase: str) -> set[str]:
         """Entry ids (hex) the SQLite FTS5 index holds for a phrase; the search's own lookup."""
         with connection.cursor() as cursor:
-            cursor.execute(selectors._SQLITE_TRIGRAM_MATCH, ['"' + phrase + '"'])
+            cursor.execute(SQLITE_TRIGRAM_MATCH, ['"' + phrase + '"'])
             return {row[0] for row in cursor.fetchall()}
 
     def test_the_index_follows_updates_and_deletes(self) -> None:
