@@ -11,6 +11,11 @@ from notebook.selectors import SearchPage
 def rfc3339_ms(moment: dt.datetime) -> str:
     """RFC 3339 in UTC with millisecond precision, e.g. 2026-11-30T12:34:56.789Z."""
     moment = moment.astimezone(dt.UTC)
+    if moment.year >= 1000:
+        # The same text at half the cost of strftime (a search page writes 40 of these):
+        # isoformat truncates to milliseconds too, and ends in "+00:00" for UTC.
+        return moment.isoformat(timespec="milliseconds")[:-6] + "Z"
+    # strftime writes years before 1000 unpadded; kept as it was.
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 

@@ -33,23 +33,27 @@ class ModelColumns(Generic[M]):
         self.attnames = [field.attname for field in self.fields]
         quote = connection.ops.quote_name
         self.sql = [f"{table}.{quote(field.column)}" for field in self.fields]
-        # (expression, converters) per column, as SQLCompiler.get_converters makes them.
+        # (position, expression, converters) of each column that has converters, as
+        # SQLCompiler.get_converters lists them (the others are taken as they come).
         self.converters = []
-        for field in self.fields:
+        for position, field in enumerate(self.fields):
             column = field.get_col(table)
-            self.converters.append(
-                (column, connection.ops.get_db_converters(column) + column.get_db_converters(connection))
-            )
+            converters = connection.ops.get_db_converters(column) + column.get_db_converters(connection)
+            if converters:
+                self.converters.append((position, column, converters))
 
     def __len__(self) -> int:
         return len(self.fields)
 
     def convert(self, values: Sequence[Any], connection: BaseDatabaseWrapper) -> list[Any]:
-        converted = []
-        for value, (column, converters) in zip(values, self.converters, strict=True):
+        if len(values) != len(self.fields):
+            raise ValueError(f"{len(values)} values for {len(self.fields)} columns")
+        converted = list(values)
+        for position, column, converters in self.converters:
+            value = converted[position]
             for converter in converters:
                 value = converter(value, column, connection)
-            converted.append(value)
+            converted[position] = value
         return converted
 
     def instance(self, values: Sequence[Any], connection: BaseDatabaseWrapper) -> M | None:
