@@ -206,17 +206,20 @@ class StatementsBuiltOncePerShapeTest(NotebookTestCase):
             statements.candidates(codex_id=self.alice_codex.pk, limit=5, query="xyz", prefilter=LIKE)
             self.assertEqual(render.call_count, 3)
 
-    def test_the_search_renders_nothing_new_on_its_second_page(self) -> None:
-        for number in range(5):
+    def test_the_search_renders_a_shape_on_its_first_page_only(self) -> None:
+        for number in range(7):
             self.save(content=f"note {number}", tags=["t"])
-        first = search(self.alice_codex, tag="t", limit=2)
-        search(self.alice_codex, tag="t", limit=2, cursor=first.next_cursor)  # renders the cursor's shape
-        with mock.patch.object(
+        render = mock.patch.object(
             search_sql._Database, "render", autospec=True, side_effect=search_sql._Database.render
-        ) as render:
+        )
+        with mock.patch.object(selectors, "SEARCH", SearchStatements()), render as rendered:
+            first = search(self.alice_codex, tag="t", limit=2)
+            self.assertEqual(rendered.call_count, 1)
             second = search(self.alice_codex, tag="t", limit=2, cursor=first.next_cursor)
+            self.assertEqual(rendered.call_count, 2)  # a cursor is another shape
             search(self.alice_codex, tag="t", limit=3, cursor=second.next_cursor)
-        self.assertEqual(render.call_count, 0)
+            search(self.alice_codex, tag="u", limit=2)
+            self.assertEqual(rendered.call_count, 2)
 
 
 class InstancesTest(NotebookTestCase):
@@ -243,6 +246,3 @@ class InstancesTest(NotebookTestCase):
         post_init.connect(receiver, sender=Entry)
         self.addCleanup(post_init.disconnect, receiver, sender=Entry)
         self.assertFalse(columns.loads_directly())
-
-    def test_the_search_uses_the_shared_statements(self) -> None:
-        self.assertIsInstance(selectors.SEARCH, SearchStatements)
