@@ -32,7 +32,9 @@ from notebook.models import Entry, EntryRelatedAgent, EntryRevision, EntryTag
 from notebook.rows import ModelColumns
 from notebook.writers import APPLICATION
 
-# How a query narrows a statement's candidates (``Shape.query``).
+# How a query narrows a statement's candidates (``Shape.query``): both give a superset of
+# the matches (a LIKE over the tags' joined text may span two tags; SQLite's LIKE also
+# ignores ASCII case), which ``selectors._matches`` narrows exactly.
 LIKE = "like"  # LIKE '%query%' on each searched column, tested row by row along the walk
 TRIGRAM = "trigram"  # by the trigram index: SQLite's FTS5 table; PostgreSQL's GIN indexes serve the LIKE itself
 

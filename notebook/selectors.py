@@ -221,7 +221,7 @@ def entry_search(*, codex: Codex, params: SearchParams) -> SearchPage:
     examined, stopping once ``limit`` match; the cursor continues right after the
     last one examined, so following cursors to the end yields every entry that
     matched throughout, exactly once. Candidates are narrowed by the indexes
-    (``_candidates``), so a rare tag, agent or word is listed in full on one page.
+    (``_fetch_candidates``), so a rare tag, agent or word is listed in full on one page.
     """
     after = _decode_cursor(codex, params)
 
