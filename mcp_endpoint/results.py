@@ -7,7 +7,9 @@ from collections.abc import Callable
 from typing import Any
 
 import mcp_types as types
+import orjson
 from django.db import InterfaceError, OperationalError
+from pydantic import BaseModel
 
 from codex_site.outage import log_database_unavailable
 from mcp_endpoint.boundary import run_sync
@@ -16,21 +18,44 @@ from notebook.exceptions import Internal, NotebookError, Unavailable
 logger = logging.getLogger(__name__)
 
 
-def text_result(payload: dict[str, Any], *, is_error: bool) -> types.CallToolResult:
-    text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
-    return types.CallToolResult(
-        content=[types.TextContent(type="text", text=text)],
-        structured_content=None if is_error else payload,
-        is_error=is_error,
-    )
+def _dumped(model: BaseModel) -> dict[str, Any]:
+    return model.model_dump(by_alias=True, mode="json", exclude_none=True)
 
 
-def error_result(error: NotebookError) -> types.CallToolResult:
+# A tool result in the wire form the SDK's own models dump to (member names, resultType):
+# the handler returns the dict, which the SDK validates against the protocol version's
+# result schema as it does a model, but without first dumping a model (one walk over the
+# payload fewer per call; a search page's payload is twenty summaries).
+_RESULT = _dumped(types.CallToolResult(content=[], is_error=False))
+_TEXT = _dumped(types.TextContent(type="text", text=""))
+_STRUCTURED = types.CallToolResult.model_fields["structured_content"].alias
+
+
+def json_text(payload: dict[str, Any]) -> str:
+    """Compact JSON, non-ASCII as is: with orjson, many times faster than the json module,
+    which is kept for what orjson refuses (integers past 64 bits, lone surrogates). Both
+    write the same text, except that orjson spells exponents without "+" (1e16, not 1e+16)."""
+    try:
+        return orjson.dumps(payload).decode()
+    except orjson.JSONEncodeError:
+        return json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+
+
+def text_result(payload: dict[str, Any], *, is_error: bool) -> dict[str, Any]:
+    """The result: ``payload`` as JSON text, and, unless an error, as structured content."""
+    text = json_text(payload)
+    result = {**_RESULT, "content": [{**_TEXT, "text": text}], "isError": is_error}
+    if not is_error:
+        result[_STRUCTURED] = payload
+    return result
+
+
+def error_result(error: NotebookError) -> dict[str, Any]:
     """The only place notebook failures are formatted (contract 6)."""
     return text_result({"error": {"code": error.code, "message": error.message}}, is_error=True)
 
 
-async def run_tool(name: str, work: Callable[[], dict[str, Any]]) -> types.CallToolResult:
+async def run_tool(name: str, work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     """Run a tool's sync work through the boundary; every failure becomes a tool result."""
     try:
         result = await run_sync(work)

@@ -79,7 +79,7 @@ def _execute(name: str, arguments: dict[str, Any], call: auth.DeferredCheck | au
     return tool.adapter(codex, arguments, auth.writer_of(grant))
 
 
-async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> types.CallToolResult:
+async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> dict[str, Any]:
     name = params.name
     arguments = params.arguments if params.arguments is not None else {}
     check_arguments(name, arguments)

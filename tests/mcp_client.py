@@ -34,11 +34,12 @@ def with_client(
     return asyncio.run(run())
 
 
-def call_tool_directly(grant: Any, name: str, arguments: dict[str, Any]) -> Any:
-    """Run the server's tools/call handler as if the HTTP check had passed with ``grant``."""
+def call_tool_directly(grant: Any, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+    """Run the server's tools/call handler as if the HTTP check had passed with ``grant``;
+    its result (a wire-form dict) read as the SDK client reads it."""
     context = SimpleNamespace(request=SimpleNamespace(scope={GRANT_SCOPE_KEY: grant}))
     params = types.CallToolRequestParams(name=name, arguments=arguments)
-    return asyncio.run(mcp_server.call_tool(context, params))
+    return types.CallToolResult.model_validate(asyncio.run(mcp_server.call_tool(context, params)))
 
 
 def error_of(result: Any) -> dict[str, str]:

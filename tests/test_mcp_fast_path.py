@@ -150,7 +150,8 @@ def call_deferred(raw_token: str, name: str, arguments: dict[str, Any]) -> tuple
     deferred = auth.DeferredCheck(raw_token=raw_token, tool=name)
     context = SimpleNamespace(request=SimpleNamespace(scope={auth.DEFERRED_SCOPE_KEY: deferred}))
     params = types.CallToolRequestParams(name=name, arguments=arguments)
-    return asyncio.run(mcp_server.call_tool(context, params)), deferred
+    result = asyncio.run(mcp_server.call_tool(context, params))
+    return types.CallToolResult.model_validate(result), deferred
 
 
 @override_settings(CODEX_TOOL_CALLS_PER_MINUTE=1_000_000)
