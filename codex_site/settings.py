@@ -162,8 +162,8 @@ SQLITE_OPTIONS = {
     "timeout": 20,
     "transaction_mode": "IMMEDIATE",
     # wal_autocheckpoint: a backstop only; a thread checkpoints after commits, off the
-    # request path (notebook.transactions), long before the log reaches 10,000 pages.
-    "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA wal_autocheckpoint=10000;",
+    # request path (notebook.transactions), long before the log reaches 20,000 pages.
+    "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA wal_autocheckpoint=20000;",
 }
 # Every SQLite database gets them, however it was configured (DATABASE_URL=sqlite:///...
 # too); options given explicitly win.

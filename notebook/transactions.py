@@ -41,10 +41,14 @@ _writer_locks_guard = threading.Lock()
 # that moment share one checkpoint (two fsyncs), and a page they all change (the codex
 # row, the ends of the indexes) is copied once.
 CHECKPOINT_PAUSE = 0.1
-# Writers that keep appending while a checkpoint runs keep the log from starting over
-# (SQLite restarts it only once every page in it is copied). Past this many pages
-# (16 MiB at 4 KiB), the checkpointer copies the rest with this process's writers held.
-CATCH_UP_PAGES = 4_000
+# SQLite starts the log over (instead of growing it) only at a commit that finds every
+# page in it copied and no reader using it: writers that keep committing while a
+# checkpoint runs, and readers still reading the log, prevent that under sustained load.
+# Past this many pages (32 MiB at 4 KiB) after a checkpoint, the checkpointer copies the
+# rest with this process's writers held, in RESTART mode (which also waits for the log's
+# readers to finish), so that the next commit starts the log over. That copy is short:
+# only what was committed during the checkpoint before it.
+CATCH_UP_PAGES = 8_000
 
 
 def _writer_lock(name: str) -> threading.Lock:
@@ -65,12 +69,12 @@ class _Checkpointer:
     def nudge(self) -> None:
         self.wanted.set()
 
-    def checkpoint(self) -> tuple[int, int, int]:
-        """``PRAGMA wal_checkpoint(PASSIVE)``: (busy, pages in the log, pages copied)."""
+    def checkpoint(self, mode: str = "PASSIVE") -> tuple[int, int, int]:
+        """``PRAGMA wal_checkpoint(mode)``: (busy, pages in the log, pages copied)."""
         # This thread's own connection, with the same settings (and so the same
         # synchronous level, which decides the checkpoint's fsyncs) as the requests'.
         with connections[self.alias].cursor() as cursor:
-            cursor.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            cursor.execute(f"PRAGMA wal_checkpoint({mode})")
             return tuple(cursor.fetchone())
 
     def _run(self) -> None:
@@ -79,10 +83,10 @@ class _Checkpointer:
             time.sleep(CHECKPOINT_PAUSE)
             self.wanted.clear()
             try:
-                _, pages, copied = self.checkpoint()
-                if pages >= CATCH_UP_PAGES and copied < pages:
+                _, pages, _ = self.checkpoint()
+                if pages >= CATCH_UP_PAGES:
                     with self.lock:
-                        self.checkpoint()
+                        self.checkpoint("RESTART")
             except Exception:
                 # The next commit nudges again; the automatic checkpoint is the backstop.
                 logger.warning("SQLite checkpoint failed", exc_info=True)

@@ -24,17 +24,17 @@ class CheckpointTest(TransactionTestCase):
     def test_requests_checkpoint_automatically_only_as_a_backstop(self) -> None:
         with connection.cursor() as cursor:
             cursor.execute("PRAGMA wal_autocheckpoint")
-            self.assertEqual(cursor.fetchone()[0], 10_000)
+            self.assertEqual(cursor.fetchone()[0], 20_000)
 
     def test_a_commit_returns_before_its_checkpoint_which_runs_in_another_thread(self) -> None:
         release, ran = threading.Event(), threading.Event()
         threads = []
         real = transactions._Checkpointer.checkpoint
 
-        def checkpoint(checkpointer):
+        def checkpoint(checkpointer, mode="PASSIVE"):
             threads.append(threading.current_thread())
             release.wait(10)  # the commit below must return while this waits
-            result = real(checkpointer)
+            result = real(checkpointer, mode)
             ran.set()
             return result
 
@@ -52,8 +52,8 @@ class CheckpointTest(TransactionTestCase):
         done = threading.Event()
         real = transactions._Checkpointer.checkpoint
 
-        def checkpoint(checkpointer):
-            result = real(checkpointer)
+        def checkpoint(checkpointer, mode="PASSIVE"):
+            result = real(checkpointer, mode)
             done.set()
             return result
 
@@ -70,10 +70,10 @@ class CheckpointTest(TransactionTestCase):
         lock = transactions._writer_lock(name)
         held = []
         done = threading.Event()
-        calls = iter([(0, 5_000, 4_000), (0, 5_000, 5_000)])
+        calls = iter([(0, transactions.CATCH_UP_PAGES, transactions.CATCH_UP_PAGES), (0, 10, 10)])
 
-        def checkpoint(checkpointer):
-            held.append(lock.locked())
+        def checkpoint(checkpointer, mode="PASSIVE"):
+            held.append((mode, lock.locked()))
             result = next(calls)
             if len(held) == 2:
                 done.set()
@@ -82,4 +82,4 @@ class CheckpointTest(TransactionTestCase):
         with mock.patch.object(transactions._Checkpointer, "checkpoint", checkpoint):
             self.save("three")
             self.assertTrue(done.wait(10))
-        self.assertEqual(held, [False, True])
+        self.assertEqual(held, [("PASSIVE", False), ("RESTART", True)])
