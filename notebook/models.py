@@ -56,7 +56,10 @@ class Entry(models.Model):
     """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    codex = models.ForeignKey(Codex, on_delete=models.CASCADE, related_name="entries")
+    # No single-column index on the foreign keys of the notebook tables (db_index=False)
+    # where a composite index or unique constraint already leads with the column: every
+    # save and update paid to maintain both (migration 0006). Here: notebook_entry_codex_id.
+    codex = models.ForeignKey(Codex, on_delete=models.CASCADE, related_name="entries", db_index=False)
     revision = models.PositiveIntegerField()
     title = models.CharField(max_length=TITLE_MAX_CHARS, null=True, blank=True)
     content = models.TextField()
@@ -104,8 +107,9 @@ class EntryRevision(models.Model):
 
     # The entry's codex, denormalized like EntryTag's: every notebook table carries
     # codex_id, so the tables can be distributed by codex (docs/deploy.md).
-    codex = models.ForeignKey(Codex, on_delete=models.CASCADE, related_name="+")
-    entry = models.ForeignKey(Entry, on_delete=models.CASCADE, related_name="revisions")
+    # Indexed by notebook_entryrevision_writer (codex, ...) and the unique (entry, revision).
+    codex = models.ForeignKey(Codex, on_delete=models.CASCADE, related_name="+", db_index=False)
+    entry = models.ForeignKey(Entry, on_delete=models.CASCADE, related_name="revisions", db_index=False)
     revision = models.PositiveIntegerField()
     title = models.CharField(max_length=TITLE_MAX_CHARS, null=True, blank=True)
     content = models.TextField()
@@ -156,8 +160,9 @@ class EntryTag(models.Model):
     """An exact index of one entry's tags, so a tag filter narrows candidates
     in the database. The entry's ``tags`` list stays the source of truth."""
 
-    codex = models.ForeignKey(Codex, on_delete=models.CASCADE, related_name="+")
-    entry = models.ForeignKey(Entry, on_delete=models.CASCADE, related_name="tag_rows")
+    # Indexed by notebook_entrytag_lookup (codex, ...) and the unique (entry, value).
+    codex = models.ForeignKey(Codex, on_delete=models.CASCADE, related_name="+", db_index=False)
+    entry = models.ForeignKey(Entry, on_delete=models.CASCADE, related_name="tag_rows", db_index=False)
     value = models.CharField(max_length=TAG_MAX_CHARS)
 
     class Meta:
@@ -171,8 +176,9 @@ class EntryTag(models.Model):
 class EntryRelatedAgent(models.Model):
     """An exact index of one entry's related agent ids (see ``EntryTag``)."""
 
-    codex = models.ForeignKey(Codex, on_delete=models.CASCADE, related_name="+")
-    entry = models.ForeignKey(Entry, on_delete=models.CASCADE, related_name="related_agent_rows")
+    # Indexed by notebook_entryagent_lookup (codex, ...) and the unique (entry, value).
+    codex = models.ForeignKey(Codex, on_delete=models.CASCADE, related_name="+", db_index=False)
+    entry = models.ForeignKey(Entry, on_delete=models.CASCADE, related_name="related_agent_rows", db_index=False)
     value = models.CharField(max_length=RELATED_AGENT_MAX_CHARS)
 
     class Meta:
@@ -186,7 +192,9 @@ class EntryRelatedAgent(models.Model):
 class RequestKey(models.Model):
     """Remembers which entry a save's request id created, and what input it carried."""
 
-    codex = models.ForeignKey(Codex, on_delete=models.CASCADE, related_name="request_keys")
+    # Indexed by the unique (codex, request_id). ``entry`` keeps its index: deletes find
+    # an entry's keys by it.
+    codex = models.ForeignKey(Codex, on_delete=models.CASCADE, related_name="request_keys", db_index=False)
     request_id = models.CharField(max_length=REQUEST_ID_MAX_CHARS)
     fingerprint = models.CharField(max_length=64, help_text="SHA-256 of the canonical JSON of the entry input")
     entry = models.ForeignKey(Entry, on_delete=models.CASCADE, related_name="request_keys")

@@ -10,7 +10,7 @@ converters the ORM applies to results, and hands back instances made by
 """
 
 import datetime as dt
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
 from django.conf import settings
@@ -183,7 +183,11 @@ class Insert(_PerDatabase, Generic[M]):
     """``obj.save(force_insert=True)`` / ``bulk_create(objs)`` without compiling an insert
     per call: one ``INSERT ... VALUES`` for all ``objs``. Values are prepared as the ORM
     prepares them (``pre_save`` then ``get_db_prep_save``); an auto primary key is left to
-    the database and not read back, so use it where nothing needs that key."""
+    the database and not read back, so use it where nothing needs that key.
+
+    ``values`` takes the rows as plain ``{attname: value}`` mappings instead, for rows
+    nothing reads back: no model instance is built for them (``Model.__init__`` costs more
+    than preparing its values)."""
 
     def __init__(self, model: type[M]) -> None:
         super().__init__()
@@ -201,15 +205,32 @@ class Insert(_PerDatabase, Generic[M]):
             return
         alias = router.db_for_write(self.model)
         connection = connections[alias]
-        head, fields = self.built(alias)
-        one = "(" + ", ".join(["%s"] * len(fields)) + ")"
+        _, fields = self.built(alias)
         params = []
         for obj in objs:
             params.extend(field.get_db_prep_save(field.pre_save(obj, True), connection) for field in fields)
             obj._state.adding = False
             obj._state.db = alias
-        with connection.cursor() as cursor:
-            cursor.execute(head + ", ".join([one] * len(objs)), params)
+        self._execute(alias, len(objs), params)
+
+    def values(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Insert rows given by attname (``entry_id``, not ``entry``). Every column but an
+        auto primary key must be given: nothing is filled in (no defaults, no ``auto_now``)."""
+        if not rows:
+            return
+        alias = router.db_for_write(self.model)
+        connection = connections[alias]
+        _, fields = self.built(alias)
+        params = []
+        for row in rows:
+            params.extend(field.get_db_prep_save(row[field.attname], connection) for field in fields)
+        self._execute(alias, len(rows), params)
+
+    def _execute(self, alias: str, count: int, params: list[Any]) -> None:
+        head, fields = self.built(alias)
+        one = "(" + ", ".join(["%s"] * len(fields)) + ")"
+        with connections[alias].cursor() as cursor:
+            cursor.execute(head + ", ".join([one] * count), params)
 
 
 class UpdateRow(_PerDatabase, Generic[M]):

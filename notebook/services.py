@@ -65,25 +65,29 @@ def _record(
     For an update, ``old_tags``/``old_agents`` are the entry's previous values: index rows
     are rewritten only where they changed, and an empty list costs no statement.
     """
-    snapshot = EntryRevision(
-        codex_id=entry.codex_id,
-        **writer.columns(),
-        entry=entry,
-        revision=entry.revision,
-        title=entry.title,
-        content=entry.content,
-        tags=entry.tags,
-        related_agent_ids=entry.related_agent_ids,
-        provenance=entry.provenance,
-        recorded_at=entry.updated_at,
+    # Rows nothing reads back: inserted from their values, no model instances (notebook.rows).
+    _INSERT[EntryRevision].values(
+        [
+            {
+                "codex_id": entry.codex_id,
+                "entry_id": entry.id,
+                "revision": entry.revision,
+                "title": entry.title,
+                "content": entry.content,
+                "tags": entry.tags,
+                "related_agent_ids": entry.related_agent_ids,
+                "provenance": entry.provenance,
+                "recorded_at": entry.updated_at,
+                **writer.columns(),
+            }
+        ]
     )
-    _INSERT[EntryRevision].rows([snapshot])
     for model, old, new in ((EntryTag, old_tags, entry.tags), (EntryRelatedAgent, old_agents, entry.related_agent_ids)):
         if old == new:
             continue
         if old:
             model.objects.filter(codex_id=entry.codex_id, entry=entry).delete()
-        _INSERT[model].rows([model(codex_id=entry.codex_id, entry=entry, value=value) for value in new])
+        _INSERT[model].values([{"codex_id": entry.codex_id, "entry_id": entry.id, "value": value} for value in new])
 
 
 def _replay(key: RequestKey, data: EntryInput) -> Entry:
@@ -120,8 +124,17 @@ def entry_save(*, codex: Codex, request_id: str, data: EntryInput, writer: Write
             # Usage first: a save past a quota writes nothing.
             quotas.charge(codex=codex, entries=1, stored_bytes=quotas.input_bytes(data))
             _INSERT[Entry].rows([entry])
-            key = RequestKey(codex=codex, request_id=request_id, fingerprint=data.fingerprint, entry=entry)
-            _INSERT[RequestKey].rows([key])
+            _INSERT[RequestKey].values(
+                [
+                    {
+                        "codex_id": codex.pk,
+                        "request_id": request_id,
+                        "fingerprint": data.fingerprint,
+                        "entry_id": entry.id,
+                        "created_at": now,
+                    }
+                ]
+            )
             _record(entry, writer)
     except (IntegrityError, ResourceExhausted):
         # A replayed save answers with its entry even when the codex is full now.

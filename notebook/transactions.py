@@ -1,4 +1,5 @@
-"""Write transactions that queue in-process on SQLite instead of sleeping.
+"""Write transactions that queue in-process on SQLite instead of sleeping, and WAL
+checkpoints off the request path.
 
 SQLite has one writer at a time. A thread whose ``BEGIN IMMEDIATE`` finds the write lock
 taken waits in SQLite's busy handler, which sleeps in growing steps (up to 100 ms) and
@@ -7,23 +8,103 @@ of one process therefore queue on a ``threading.Lock`` per database file before 
 and are woken the moment the previous writer commits. The busy timeout still covers other
 processes (more uvicorn workers, management commands).
 
+A commit in WAL mode appends the pages it changed to the ``-wal`` file; a *checkpoint*
+copies them back into the database file and syncs both (``synchronous=NORMAL`` syncs the
+log only there). SQLite's automatic checkpoint runs inside the ``COMMIT`` that takes the
+log past ``wal_autocheckpoint`` pages, that is inside a request and, here, inside the
+queue: every writer of the process waited for its copy and its two ``fsync`` calls (most
+of a save's wall time, and its p99). So each commit of ``write_transaction`` only nudges a
+checkpointer thread per database file, which checkpoints (``PASSIVE``: it never blocks a
+writer) a moment later, once for the commits of that moment. The automatic checkpoint stays
+as a backstop at a higher threshold (``wal_autocheckpoint`` in ``codex_site.settings``).
+Durability is unchanged: a commit is as safe as before when it returns, and the log is
+synced within ``CHECKPOINT_PAUSE`` of it instead of whenever the log next fills.
+
 PostgreSQL takes row locks as it goes and needs no such queue: there ``write_transaction``
 is exactly ``transaction.atomic``.
 """
 
+import logging
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 
+logger = logging.getLogger(__name__)
+
 _writer_locks: dict[str, threading.Lock] = {}
 _writer_locks_guard = threading.Lock()
+
+# How long the checkpointer waits after a commit before it checkpoints: the commits of
+# that moment share one checkpoint (two fsyncs), and a page they all change (the codex
+# row, the ends of the indexes) is copied once.
+CHECKPOINT_PAUSE = 0.1
+# SQLite starts the log over (instead of growing it) only at a commit that finds every
+# page in it copied and no reader using it: writers that keep committing while a
+# checkpoint runs, and readers still reading the log, prevent that under sustained load.
+# Past this many pages (32 MiB at 4 KiB) after a checkpoint, the checkpointer copies the
+# rest with this process's writers held, in RESTART mode (which also waits for the log's
+# readers to finish), so that the next commit starts the log over. That copy is short:
+# only what was committed during the checkpoint before it.
+CATCH_UP_PAGES = 8_000
 
 
 def _writer_lock(name: str) -> threading.Lock:
     with _writer_locks_guard:
         return _writer_locks.setdefault(name, threading.Lock())
+
+
+class _Checkpointer:
+    """One daemon thread per SQLite database file that checkpoints after commits."""
+
+    def __init__(self, alias: str, lock: threading.Lock) -> None:
+        self.alias = alias
+        self.lock = lock
+        self.wanted = threading.Event()
+        self.thread = threading.Thread(target=self._run, name=f"sqlite-checkpoint-{alias}", daemon=True)
+        self.thread.start()
+
+    def nudge(self) -> None:
+        self.wanted.set()
+
+    def checkpoint(self, mode: str = "PASSIVE") -> tuple[int, int, int]:
+        """``PRAGMA wal_checkpoint(mode)``: (busy, pages in the log, pages copied)."""
+        # This thread's own connection, with the same settings (and so the same
+        # synchronous level, which decides the checkpoint's fsyncs) as the requests'.
+        with connections[self.alias].cursor() as cursor:
+            cursor.execute(f"PRAGMA wal_checkpoint({mode})")
+            return tuple(cursor.fetchone())
+
+    def _run(self) -> None:
+        while True:
+            self.wanted.wait()
+            time.sleep(CHECKPOINT_PAUSE)
+            self.wanted.clear()
+            try:
+                _, pages, _ = self.checkpoint()
+                if pages >= CATCH_UP_PAGES:
+                    with self.lock:
+                        self.checkpoint("RESTART")
+            except Exception:
+                # The next commit nudges again; the automatic checkpoint is the backstop.
+                logger.warning("SQLite checkpoint failed", exc_info=True)
+                connections[self.alias].close()
+
+
+_checkpointers: dict[str, _Checkpointer] = {}
+
+
+def _checkpointer(alias: str, name: str) -> _Checkpointer:
+    checkpointer = _checkpointers.get(name)
+    if checkpointer is None:
+        lock = _writer_lock(name)
+        with _writer_locks_guard:
+            checkpointer = _checkpointers.get(name)
+            if checkpointer is None:
+                checkpointer = _checkpointers[name] = _Checkpointer(alias, lock)
+    return checkpointer
 
 
 @contextmanager
@@ -37,5 +118,7 @@ def write_transaction(using: str = DEFAULT_DB_ALIAS) -> Iterator[None]:
         with transaction.atomic(using=using):
             yield
         return
-    with _writer_lock(str(connection.settings_dict["NAME"])), transaction.atomic(using=using):
+    name = str(connection.settings_dict["NAME"])
+    with _writer_lock(name), transaction.atomic(using=using):
         yield
+    _checkpointer(using, name).nudge()
