@@ -161,6 +161,9 @@ else:
 SQLITE_OPTIONS = {
     "timeout": 20,
     "transaction_mode": "IMMEDIATE",
+    # synchronous=NORMAL: COMMIT does not sync the log; notebook writes sync it themselves
+    # before they return, several commits per sync (notebook.transactions: a group sync),
+    # so nothing acknowledged is lost to a power cut.
     # wal_autocheckpoint: a backstop only; a thread checkpoints after commits, off the
     # request path (notebook.transactions), long before the log reaches 20,000 pages.
     "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA wal_autocheckpoint=20000;",

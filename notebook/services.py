@@ -12,7 +12,7 @@ from notebook.exceptions import Conflict, NotFound, ResourceExhausted
 from notebook.models import SEARCH_TAGS_SEPARATOR, Codex, Entry, EntryRelatedAgent, EntryRevision, EntryTag, RequestKey
 from notebook.rows import Insert, KeyedRead, UpdateRow
 from notebook.selectors import NOT_FOUND_MESSAGE
-from notebook.transactions import write_transaction
+from notebook.transactions import wait_durable, write_transaction
 from notebook.validation import EntryInput, normalize_for_search
 from notebook.writers import UNKNOWN_WRITER, Writer
 
@@ -141,6 +141,8 @@ def entry_save(*, codex: Codex, request_id: str, data: EntryInput, writer: Write
         key = RequestKey.objects.select_related("entry").filter(codex=codex, request_id=request_id).first()
         if key is None:
             raise
+        # The save that won may still be syncing its commit: answer once it is on disk.
+        wait_durable()
         return _replay(key, data)
     return entry
 

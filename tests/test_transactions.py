@@ -1,7 +1,13 @@
-"""SQLite checkpoints run off the request path (notebook.transactions)."""
+"""SQLite writes: acknowledged once on disk (the group sync), checkpointed off the request path
+(notebook.transactions)."""
 
+import os
+import sqlite3
+import tempfile
 import threading
+import time
 import unittest
+import uuid
 from unittest import mock
 
 from django.contrib.auth import get_user_model
@@ -9,6 +15,7 @@ from django.db import connection
 from django.test import TransactionTestCase
 
 from notebook import services, transactions
+from notebook.exceptions import NotFound
 from notebook.models import Entry
 from notebook.validation import parse_entry_input
 
@@ -83,3 +90,127 @@ class CheckpointTest(TransactionTestCase):
             self.save("three")
             self.assertTrue(done.wait(10))
         self.assertEqual(held, [("PASSIVE", False), ("RESTART", True)])
+
+
+@unittest.skipUnless(connection.vendor == "sqlite", "the group sync is SQLite's WAL")
+class GroupSyncTest(TransactionTestCase):
+    """A notebook write returns only once its commit is on disk (the log synced after the
+    commit); writers that commit while a sync runs share the next one."""
+
+    def setUp(self) -> None:
+        self.codex = services.codex_for_user(user=get_user_model().objects.create_user("alice"))
+        self.log = str(connection.settings_dict["NAME"]) + "-wal"
+
+    def data(self, text: str = "x"):
+        return parse_entry_input({"content": text})
+
+    def committed(self, request_id: str) -> bool:
+        """Whether a save with this request id is committed, seen from another connection."""
+        with sqlite3.connect(str(connection.settings_dict["NAME"])) as other:
+            found = other.execute("SELECT 1 FROM notebook_requestkey WHERE request_id = ?", [request_id]).fetchone()
+        return found is not None
+
+    def test_commits_leave_the_log_to_the_write_and_the_write_syncs_it_after_its_commit(self) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute("PRAGMA synchronous")
+            self.assertEqual(cursor.fetchone()[0], 1)  # NORMAL: COMMIT itself does not sync
+        seen = []
+        real_fsync = os.fsync
+
+        def fsync(descriptor: int) -> None:
+            seen.append((os.readlink(f"/proc/self/fd/{descriptor}"), self.committed("r-1")))
+            real_fsync(descriptor)
+
+        with mock.patch("notebook.transactions.os.fsync", side_effect=fsync):
+            services.entry_save(codex=self.codex, request_id="r-1", data=self.data())
+        # Before entry_save returned: one sync of the log, begun after the commit.
+        self.assertEqual(seen, [(os.path.realpath(self.log), True)])
+
+    def test_every_write_service_syncs_before_it_returns(self) -> None:
+        entry = services.entry_save(codex=self.codex, request_id="r-1", data=self.data())
+        with mock.patch("notebook.transactions.os.fsync", wraps=os.fsync) as fsync:
+            services.entry_update(codex=self.codex, entry_id=entry.id, expected_revision=1, data=self.data("y"))
+            self.assertEqual(fsync.call_count, 1)
+            services.entry_delete(codex=self.codex, entry_id=entry.id)
+            self.assertEqual(fsync.call_count, 2)
+
+    def test_a_replayed_save_waits_for_the_sync_of_the_save_it_returns(self) -> None:
+        services.entry_save(codex=self.codex, request_id="r-1", data=self.data())
+        with mock.patch("notebook.transactions.os.fsync", wraps=os.fsync) as fsync:
+            services.entry_save(codex=self.codex, request_id="r-1", data=self.data())
+        self.assertEqual(fsync.call_count, 1)
+
+    def test_writers_that_commit_during_a_sync_share_the_next_one(self) -> None:
+        real_fsync = os.fsync
+        syncs = []
+
+        def slow_fsync(descriptor: int) -> None:
+            syncs.append(threading.current_thread().name)
+            time.sleep(0.05)  # a slow disk: others commit meanwhile
+            real_fsync(descriptor)
+
+        start = threading.Barrier(8)
+        errors = []
+
+        def save(number: int) -> None:
+            try:
+                start.wait(10)
+                services.entry_save(codex=self.codex, request_id=f"r-{number}", data=self.data(f"note {number}"))
+            except Exception as error:
+                errors.append(error)
+            finally:
+                connection.close()
+
+        with mock.patch("notebook.transactions.os.fsync", side_effect=slow_fsync):
+            threads = [threading.Thread(target=save, args=(number,)) for number in range(8)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(30)
+        self.assertEqual(errors, [])
+        self.assertEqual(Entry.objects.filter(codex=self.codex).count(), 8)
+        self.assertLess(len(syncs), 8)  # fewer syncs than writes: they were grouped
+        self.assertGreaterEqual(len(syncs), 1)
+
+    def test_a_write_that_fails_is_not_synced_or_acknowledged(self) -> None:
+        with (
+            mock.patch("notebook.transactions.os.fsync", wraps=os.fsync) as fsync,
+            self.assertRaises(NotFound),
+        ):
+            services.entry_update(codex=self.codex, entry_id=uuid.uuid4(), expected_revision=1, data=self.data())
+        fsync.assert_not_called()
+
+
+class LogSyncTicketsTest(unittest.TestCase):
+    """The tickets of the group sync, without a database: a sync covers exactly the
+    commits made before it began."""
+
+    def test_a_sync_covers_commits_made_before_it_began_and_not_after(self) -> None:
+        with tempfile.TemporaryDirectory() as directory:
+            database = os.path.join(directory, "db.sqlite3")
+            open(database + "-wal", "wb").close()
+            sync = transactions._LogSync(database)
+            inside, release = threading.Event(), threading.Event()
+            calls = []
+
+            def fsync(descriptor: int) -> None:
+                calls.append(sync.committed)
+                if len(calls) == 1:
+                    inside.set()
+                    release.wait(10)
+
+            with mock.patch("notebook.transactions.os.fsync", side_effect=fsync):
+                first = threading.Thread(target=sync.wait)
+                first.start()
+                inside.wait(10)  # the first sync runs, covering ticket 1 only
+                late = threading.Thread(target=sync.wait)
+                late.start()  # a commit during that sync: needs a sync of its own
+                while sync.committed < 2:
+                    time.sleep(0.001)
+                release.set()
+                first.join(10)
+                late.join(10)
+            self.assertEqual(calls, [1, 2])
+            self.assertEqual(sync.synced, 2)
+            sync.wait()  # one more commit, alone: one more sync
+            self.assertEqual(sync.synced, 3)
