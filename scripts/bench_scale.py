@@ -74,8 +74,10 @@ FILL = [
     "SELECT codex_id, id, jsonb_array_elements_text(tags) FROM notebook_entry WHERE codex_id = %(codex)s",
     "INSERT INTO notebook_entryrelatedagent (codex_id, entry_id, value) "
     "SELECT codex_id, id, jsonb_array_elements_text(related_agent_ids) FROM notebook_entry WHERE codex_id = %(codex)s",
+    # Written by no application ("unknown", as a migration backfills; see notebook.writers).
     "INSERT INTO notebook_entryrevision (codex_id, entry_id, revision, title, content, tags, related_agent_ids, "
-    "provenance, recorded_at) SELECT codex_id, id, 1, title, content, tags, related_agent_ids, NULL, created_at "
+    "provenance, recorded_at, writer_kind, writer_client_id, writer_name, writer_scopes) "
+    "SELECT codex_id, id, 1, title, content, tags, related_agent_ids, NULL, created_at, 'unknown', '', '', '' "
     "FROM notebook_entry WHERE codex_id = %(codex)s",
     "INSERT INTO notebook_requestkey (codex_id, request_id, fingerprint, entry_id, created_at) "
     "SELECT %(codex)s, 'fill-' || i, md5(id::text) || md5(i::text), id, now() FROM bench_gen",
