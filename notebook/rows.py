@@ -163,8 +163,8 @@ class KeyedRead(Generic[M]):
         return None if row is None else columns.instance(row, connection)
 
 
-class _PerDatabase:
-    """Statements built once per database alias."""
+class PerDatabase:
+    """Statements built once per database alias: ``build`` runs on first use of an alias."""
 
     def __init__(self) -> None:
         self._built: dict[str, Any] = {}
@@ -179,7 +179,7 @@ class _PerDatabase:
         raise NotImplementedError
 
 
-class Insert(_PerDatabase, Generic[M]):
+class Insert(PerDatabase, Generic[M]):
     """``obj.save(force_insert=True)`` / ``bulk_create(objs)`` without compiling an insert
     per call: one ``INSERT ... VALUES`` for all ``objs``. Values are prepared as the ORM
     prepares them (``pre_save`` then ``get_db_prep_save``); an auto primary key is left to
@@ -233,7 +233,7 @@ class Insert(_PerDatabase, Generic[M]):
             cursor.execute(head + ", ".join([one] * count), params)
 
 
-class UpdateRow(_PerDatabase, Generic[M]):
+class UpdateRow(PerDatabase, Generic[M]):
     """``Model.objects.filter(k1=..., k2=...).update(every other concrete field from obj)``,
     built once; returns the number of rows changed."""
 

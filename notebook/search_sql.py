@@ -29,7 +29,7 @@ from django.db.models.sql import Query
 
 from notebook.limits import EXCERPT_CHARS
 from notebook.models import Entry, EntryRelatedAgent, EntryRevision, EntryTag
-from notebook.rows import ModelColumns
+from notebook.rows import ModelColumns, PerDatabase
 from notebook.writers import APPLICATION
 
 # How a query narrows a statement's candidates (``Shape.query``): both give a superset of
@@ -207,17 +207,11 @@ class _Database:
         return sql, tuple(name for _, names in where for name in names), ids
 
 
-class SearchStatements:
+class SearchStatements(PerDatabase):
     """The candidate statements of ``notebook.selectors``, rendered once per database and shape."""
 
-    def __init__(self) -> None:
-        self._databases: dict[str, _Database] = {}
-
-    def _database(self, alias: str) -> _Database:
-        database = self._databases.get(alias)
-        if database is None:
-            database = self._databases[alias] = _Database(connections[alias])
-        return database
+    def build(self, connection: BaseDatabaseWrapper) -> _Database:
+        return _Database(connection)
 
     def _statement(self, database: _Database, shape: Shape) -> tuple[str, tuple[str, ...], ModelColumns[Entry]]:
         built = database.statements.get(shape)
@@ -245,7 +239,7 @@ class SearchStatements:
         as ``prefilter`` says (LIKE or TRIGRAM; None: not at all). As the queryset
         ``Entry.objects.filter(...).defer(...).annotate(excerpt=...)`` made them."""
         alias = router.db_for_read(Entry)
-        database = self._database(alias)
+        database = self.built(alias)
         connection = connections[alias]
         shape = Shape(
             after is not None,
@@ -286,7 +280,7 @@ class SearchStatements:
         if given, read from that index alone), or None when no entry follows it: a window's
         last id when the walk goes on past the window."""
         alias = router.db_for_read(Entry)
-        database = self._database(alias)
+        database = self.built(alias)
         connection = connections[alias]
         model = EntryTag if tag is not None else EntryRelatedAgent if agent is not None else Entry
         key = (model, after is not None)
