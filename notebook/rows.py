@@ -10,28 +10,44 @@ converters the ORM applies to results, and hands back instances made by
 """
 
 import datetime as dt
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
+import orjson
 from django.conf import settings
 from django.db import connections, router
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.models import Field, Model
+from django.db.models import Field, JSONField, Model
 from django.db.models.base import ModelState
 from django.db.models.signals import post_init, pre_init
 
 M = TypeVar("M", bound=Model)
 
 
+# JSON text with a run of 19 or more digits may hold an integer past 64 bits, which orjson
+# reads as a float where the json module keeps the int: such text goes to json.
+_LONG_DIGITS = re.compile(r"\d{19}").search
+
+
 def _faster(converter: Callable[..., Any], connection: BaseDatabaseWrapper) -> Callable[..., Any]:
     """``converter``, or a cheaper one that gives the same values.
 
-    One is: SQLite's ``DateTimeField`` converter with ``USE_TZ`` (two per row of every
-    read), which looks ``USE_TZ`` up in the settings and checks the time zone through two
-    helpers each time. Here a stored value (naive UTC, as Django writes it) is parsed
-    as ``parse_datetime`` first tries and made aware in the connection's time zone, as
-    ``make_aware`` does; anything else goes to Django's converter itself.
+    Two are replaced, each a few microseconds per value and several values per row:
+
+    - ``JSONField``'s (with no custom decoder) on every backend: the text is read with
+      orjson, several times faster than the json module. What orjson refuses (NaN,
+      numbers beyond a float, lone surrogates, malformed text) and text that may hold an
+      integer past 64 bits goes to the field's own converter.
+    - SQLite's ``DateTimeField`` converter with ``USE_TZ``, which looks ``USE_TZ`` up in the
+      settings and checks the time zone through two helpers each time. The driver hands
+      over a naive datetime (Django registers a converter for the column type) or, for
+      other expressions, the stored text (naive UTC, as Django writes it), parsed as
+      ``parse_datetime`` first tries; either is made aware in the connection's time zone,
+      as ``make_aware`` does. Anything else goes to Django's converter itself.
     """
+    if getattr(converter, "__func__", None) is JSONField.from_db_value and converter.__self__.decoder is None:
+        return _json_converter(converter)
     if connection.vendor != "sqlite" or not settings.USE_TZ:
         return converter
     if getattr(converter, "__func__", None) is not type(connection.ops).convert_datetimefield_value:
@@ -40,7 +56,10 @@ def _faster(converter: Callable[..., Any], connection: BaseDatabaseWrapper) -> C
     parse = dt.datetime.fromisoformat
 
     def convert_datetimefield_value(value: Any, expression: Any, connection: BaseDatabaseWrapper) -> Any:
-        if type(value) is str:
+        kind = type(value)
+        if kind is dt.datetime:
+            return value.replace(tzinfo=zone) if value.tzinfo is None else value
+        if kind is str:
             try:
                 parsed = parse(value)
             except ValueError:
@@ -49,6 +68,18 @@ def _faster(converter: Callable[..., Any], connection: BaseDatabaseWrapper) -> C
         return converter(value, expression, connection)
 
     return convert_datetimefield_value
+
+
+def _json_converter(converter: Callable[..., Any]) -> Callable[..., Any]:
+    def from_db_value(value: Any, expression: Any, connection: BaseDatabaseWrapper) -> Any:
+        if type(value) is str and _LONG_DIGITS(value) is None:
+            try:
+                return orjson.loads(value)
+            except orjson.JSONDecodeError:
+                pass
+        return converter(value, expression, connection)
+
+    return from_db_value
 
 
 class ModelColumns(Generic[M]):

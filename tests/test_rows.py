@@ -1,15 +1,20 @@
-"""notebook.rows: the cheaper SQLite datetime converter gives what Django's gives."""
+"""notebook.rows: the cheaper converters (SQLite datetimes, JSON) give what Django's give."""
 
 import datetime as dt
-from unittest import skipUnless
+import json
+from unittest import mock, skipUnless
 
+from django.contrib.auth import get_user_model
 from django.db import connection
-from django.test import SimpleTestCase
+from django.db.models import JSONField
+from django.test import SimpleTestCase, TestCase
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from notebook import selectors, services
 from notebook.models import Entry
 from notebook.rows import ModelColumns
+from notebook.validation import parse_entry_input
 
 
 def _converters(column: str) -> tuple:
@@ -40,7 +45,7 @@ class DatetimeConverterTest(SimpleTestCase):
             self.assertIsNot(ours[0], django[0])
         else:
             self.assertEqual(ours, django)
-        ours, django, _ = _converters("tags")
+        ours, django, _ = _converters("revision")
         self.assertEqual(ours, django)
 
     @skipUnless(connection.vendor == "sqlite", "SQLite's converter")
@@ -69,3 +74,85 @@ class DatetimeConverterTest(SimpleTestCase):
                     _apply(ours, text, expression)
             else:
                 self.assertEqual(_apply(ours, text, expression), expected)
+
+
+def _json_values():
+    scalars = (
+        st.none()
+        | st.booleans()
+        | st.integers()
+        | st.integers(min_value=2**63 - 10, max_value=2**200)
+        | st.floats(allow_nan=True, allow_infinity=True)
+        | st.text()
+    )
+    return st.recursive(
+        scalars, lambda children: st.lists(children) | st.dictionaries(st.text(), children), max_leaves=12
+    )
+
+
+class JSONConverterTest(SimpleTestCase):
+    """JSON columns are read with orjson; text orjson reads differently goes to Django."""
+
+    databases = {"default"}
+
+    def test_a_json_field_without_decoder_is_replaced(self) -> None:
+        for column in ("tags", "provenance"):
+            ours, django, _ = _converters(column)
+            self.assertEqual(len(ours), len(django))
+            self.assertNotEqual(ours[-1], django[-1])
+
+    def test_a_custom_decoder_keeps_djangos_converter(self) -> None:
+        field = JSONField(decoder=json.JSONDecoder)
+        field.set_attributes_from_name("custom")
+        field.model = Entry
+        converters = field.get_db_converters(connection)
+        from notebook.rows import _faster
+
+        self.assertEqual([_faster(converter, connection) for converter in converters], converters)
+
+    @settings(max_examples=400, deadline=None)
+    @given(value=_json_values(), ascii_only=st.booleans(), compact=st.booleans())
+    def test_the_same_value_for_every_stored_text(self, value: object, ascii_only: bool, compact: bool) -> None:
+        ours, django, expression = _converters("provenance")
+        text = json.dumps(value, ensure_ascii=ascii_only, separators=(",", ":") if compact else None)
+        expected = _apply(django, text, expression)
+        got = _apply(ours, text, expression)
+        # repr tells 1 from 1.0, -0.0 from 0.0, and a big int from its float; nan equals itself.
+        self.assertEqual(repr(got), repr(expected))
+
+    def test_what_orjson_reads_differently_goes_to_django(self) -> None:
+        ours, django, expression = _converters("provenance")
+        for text in ["123456789012345678901234567890", "[1e400]", "NaN", '"\\ud800"', "not json", "", None]:
+            self.assertEqual(repr(_apply(ours, text, expression)), repr(_apply(django, text, expression)), text)
+        self.assertEqual(_apply(ours, "123456789012345678901234567890", expression), 123456789012345678901234567890)
+
+
+class ConvertedRowsTest(TestCase):
+    def test_a_saved_note_reads_back_exactly(self) -> None:
+        codex = services.codex_for_user(user=get_user_model().objects.create_user("rows"))
+        provenance = {"count": 2**70, "ratio": 0.1, "zero": -0.0, "word": "ﬁ\u00df", "nested": [None, True]}
+        data = parse_entry_input({"content": "c", "tags": ["a", "ß"], "provenance": provenance})
+        saved = services.entry_save(codex=codex, request_id="r", data=data)
+        read = selectors.entry_get(codex=codex, entry_id=saved.id)
+        # What the ORM reads (PostgreSQL's jsonb orders keys and drops the sign of -0.0).
+        orm = Entry.objects.get(pk=saved.id)
+        self.assertEqual(repr(read.provenance), repr(orm.provenance))
+        self.assertEqual(read.provenance["count"], 2**70)
+        self.assertEqual(read.tags, ["a", "ß"])
+        self.assertEqual(read.created_at, saved.created_at)
+        self.assertEqual(read.created_at.utcoffset(), dt.timedelta(0))
+
+    @skipUnless(connection.vendor == "sqlite", "SQLite's converter")
+    def test_the_driver_hands_over_datetimes_that_take_the_fast_path(self) -> None:
+        codex = services.codex_for_user(user=get_user_model().objects.create_user("driver"))
+        saved = services.entry_save(codex=codex, request_id="r", data=parse_entry_input({"content": "c"}))
+        columns = ModelColumns(Entry, "t", connection, ("created_at",))
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT t.created_at FROM {Entry._meta.db_table} t")
+            (stored,) = cursor.fetchone()
+        # Django registers a converter for the column type: the value arrives parsed.
+        self.assertIs(type(stored), dt.datetime)
+        with mock.patch("django.utils.timezone.make_aware", side_effect=AssertionError("Django's converter ran")):
+            got = columns.convert([stored], connection)[0]
+        self.assertEqual(got, saved.created_at)
+        self.assertIs(got.tzinfo, connection.timezone)
