@@ -17,7 +17,7 @@ token check, and a call costs one token query.
 """
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from django.conf import settings
@@ -27,7 +27,6 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from pydantic_core import from_json
 from starlette.applications import Starlette
-from starlette.datastructures import Headers
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -95,7 +94,14 @@ def _plain_error(status: int, message: str) -> Response:
     return JSONResponse({"error": message}, status_code=status)
 
 
-def _bearer_token(headers: Headers) -> str | None:
+def request_headers(scope: Scope) -> dict[str, str]:
+    """The request's headers by (lower-case) name, decoded once: the guard reads about ten
+    of them, and Starlette's ``Headers`` decodes every name on each lookup. The first of
+    a repeated header wins, as ``Headers.get`` has it."""
+    return {name.decode("latin-1"): value.decode("latin-1") for name, value in reversed(scope["headers"])}
+
+
+def _bearer_token(headers: Mapping[str, str]) -> str | None:
     """The token from ``Authorization: Bearer <token>``; never from the query string."""
     value = headers.get("authorization")
     if not value:
@@ -120,7 +126,7 @@ def _parse(body: bytes) -> Any:
         return None  # the SDK answers malformed (or too deeply nested) JSON with a parse error
 
 
-def _called_tools(headers: Headers, message: Any) -> list[str]:
+def _called_tools(headers: Mapping[str, str], message: Any) -> list[str]:
     """Tool names this POST calls: from Mcp-Name (2026-07-28) or, for older clients, the body.
 
     The SDK later rejects a body that disagrees with the Mcp-* headers, so trusting
@@ -138,7 +144,7 @@ def _called_tools(headers: Headers, message: Any) -> list[str]:
     return names
 
 
-def _is_single_tool_call(headers: Headers, message: Any, names: list[str]) -> bool:
+def _is_single_tool_call(headers: Mapping[str, str], message: Any, names: list[str]) -> bool:
     """One call of a known tool: its handler can check the token (contract 8's afresh check)."""
     if len(names) != 1 or names[0] not in TOOLS_BY_NAME:
         return False
@@ -265,7 +271,7 @@ class GuardedMCPApp:
         return refusal
 
     async def _guard(self, scope: Scope, receive: Receive) -> tuple[Response | None, bytes | None]:
-        headers = Headers(scope=scope)
+        headers = request_headers(scope)
         if not _host_allowed(headers.get("host", "")):
             return _plain_error(421, "Invalid Host header"), None
         origin = headers.get("origin")

@@ -18,11 +18,11 @@ Requests without the header are left to the SDK, which serves them as the handsh
 """
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from mcp_types import UNSUPPORTED_PROTOCOL_VERSION
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
-from starlette.datastructures import Headers
 from starlette.responses import JSONResponse, Response
 
 MODERN_VERSIONS = ("2026-07-28",)
@@ -39,13 +39,13 @@ def _request_id(message: Any) -> Any:
     return request_id if isinstance(request_id, str | int) and not isinstance(request_id, bool) else None
 
 
-def supported(headers: Headers) -> bool:
+def supported(headers: Mapping[str, str]) -> bool:
     """No ``MCP-Protocol-Version`` header (the SDK serves the handshake era), or one we serve."""
     requested = headers.get("mcp-protocol-version")
     return requested is None or requested in SUPPORTED_VERSIONS
 
 
-def unsupported_version_response(headers: Headers, message: Any) -> Response | None:
+def unsupported_version_response(headers: Mapping[str, str], message: Any) -> Response | None:
     """400 with a JSON-RPC error naming the supported versions, or None if the header is fine.
 
     ``message`` is the body as the guard parsed it (None if it is not JSON)."""

@@ -122,7 +122,7 @@ class ModelColumns(Generic[M]):
         """The instance these raw values describe; None if its first column (the key) is NULL."""
         if values[0] is None:
             return None
-        return self.model.from_db(connection.alias, self.attnames, self.convert(values, connection))
+        return self.loaded(values, connection, direct=self.loads_directly())
 
     def loads_directly(self) -> bool:
         """Whether ``loaded`` may skip ``Model.__init__``: the model keeps Django's

@@ -156,3 +156,43 @@ class ConvertedRowsTest(TestCase):
             got = columns.convert([stored], connection)[0]
         self.assertEqual(got, saved.created_at)
         self.assertIs(got.tzinfo, connection.timezone)
+
+
+class KeyedReadInstancesTest(TestCase):
+    """Point reads make instances without ``Model.__init__`` while nothing listens, the
+    same instances ``from_db`` makes."""
+
+    def setUp(self) -> None:
+        self.codex = services.codex_for_user(user=get_user_model().objects.create_user("keyed"))
+        data = parse_entry_input({"content": "c", "tags": ["a"], "provenance": {"k": 1}})
+        self.saved = services.entry_save(codex=self.codex, request_id="r", data=data)
+
+    def _fields(self, instance: object) -> dict:
+        return {name: value for name, value in vars(instance).items() if name != "_state"}
+
+    def test_the_instance_is_the_orms(self) -> None:
+        read = selectors.entry_get(codex=self.codex, entry_id=self.saved.id)
+        orm = Entry.objects.get(pk=self.saved.id)
+        self.assertEqual(self._fields(read), self._fields(orm))
+        self.assertEqual((read._state.adding, read._state.db), (orm._state.adding, orm._state.db))
+        self.assertEqual(read.get_deferred_fields(), orm.get_deferred_fields())
+
+    def test_a_partial_instance_defers_the_rest_as_only_does(self) -> None:
+        user = get_user_model()
+        columns = ModelColumns(user, "u", connection, ("id", "is_active"))
+        made = columns.instance([self.codex.owner_id, True], connection)
+        self.assertEqual(made.get_deferred_fields(), user.objects.only("id", "is_active").get().get_deferred_fields())
+        self.assertEqual(made.username, "keyed")  # read on access, as a deferred field is
+
+    def test_a_post_init_receiver_still_sees_the_read(self) -> None:
+        seen = []
+
+        def receiver(sender, instance, **kwargs) -> None:
+            seen.append(instance.id)
+
+        from django.db.models.signals import post_init
+
+        post_init.connect(receiver, sender=Entry)
+        self.addCleanup(post_init.disconnect, receiver, sender=Entry)
+        selectors.entry_get(codex=self.codex, entry_id=self.saved.id)
+        self.assertEqual(seen, [self.saved.id])
