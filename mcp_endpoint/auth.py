@@ -102,13 +102,14 @@ class _TokenQuery:
         self.alias = alias
         self.token = ModelColumns(AccessToken, "t", connection, ("expires", "scope", "resource"))
         # Only what the check and the tool call use: the user's key and whether it is active,
-        # the codex's key and owner. Both instances defer the rest (read on access, as
-        # ``only()`` would), so the converters of columns nobody reads do not run per call.
+        # the codex's key, owner and entry count (a search's walk window is sized by it). Both
+        # instances defer the rest (read on access, as ``only()`` would), so the converters of
+        # columns nobody reads do not run per call.
         user_columns = [
             field.name for field in User._meta.concrete_fields if field.primary_key or field.name == "is_active"
         ]
         self.user = ModelColumns(User, "u", connection, user_columns)
-        self.codex = ModelColumns(Codex, "c", connection, ("id", self.codex_link.field.name))
+        self.codex = ModelColumns(Codex, "c", connection, ("id", self.codex_link.field.name, "entry_count"))
         self.application = ModelColumns(Application, "a", connection, ("id", "client_id", "name"))
         columns = self.token.sql + self.user.sql + self.codex.sql + self.application.sql
         self.sql = (

@@ -170,7 +170,8 @@ def _fetch_candidates(
     serves a cursor never changes, since the cursor is bound to the filters.
 
     A query's candidates are fetched in two steps. First only the next
-    ``TRIGRAM_WALK_WINDOW`` entries (by tag or agent, if given) are walked in id order,
+    ``TRIGRAM_WALK_WINDOW`` entries or so (by tag or agent, if given, counted; otherwise
+    estimated from the codex's entry count) are walked in id order,
     each tested with LIKE, which serves a word common in this codex at once; if they
     hold fewer than ``count`` candidates, the rest come from the trigram indexes, so
     the cost follows this codex's matches. Without the walk, SQLite's FTS5 lookup
@@ -191,9 +192,16 @@ def _fetch_candidates(
     if not _uses_trigram(normalized_query):
         return SEARCH.candidates(**filters, after=after, limit=count)
     filters["query"] = normalized_query
-    window_end = SEARCH.window_end(
-        codex_id=codex.pk, after=after, tag=params.tag, agent=params.related_agent_id, offset=TRIGRAM_WALK_WINDOW - 1
-    )
+    if params.tag is None and params.related_agent_id is None:
+        window_end = _estimated_window_end(codex, after)
+    else:
+        window_end = SEARCH.window_end(
+            codex_id=codex.pk,
+            after=after,
+            tag=params.tag,
+            agent=params.related_agent_id,
+            offset=TRIGRAM_WALK_WINDOW - 1,
+        )
     rows = SEARCH.candidates(**filters, after=after, upto=window_end, prefilter=LIKE, limit=count)
     if len(rows) == count or window_end is None:
         return rows
@@ -212,6 +220,28 @@ def _fetch_candidates(
         if nested:
             cursor.execute(_PLANNER_RESTORE, saved)
     return rows
+
+
+_ID_SPACE = 2**128
+
+
+def _estimated_window_end(codex: Codex, after: uuid.UUID | None) -> uuid.UUID | None:
+    """Where the next ``TRIGRAM_WALK_WINDOW`` entries of the codex after ``after`` end,
+    estimated without a statement; None when the walk may as well cover the rest.
+
+    Entry ids are random (``uuid4``), spread evenly over the id space, so that many entries
+    span about ``TRIGRAM_WALK_WINDOW / entry_count`` of it: a window of about 1,000 entries
+    (give or take a few per cent). The window only divides the work between the walk and
+    the trigram index: any end gives the same candidates in the same order, since the walk
+    takes the candidates up to it and the index those after it. Counting the 1,000 entries
+    instead (``SearchStatements.window_end``, still used with a tag or agent, whose counts
+    are not kept) walked that many index entries on every page of a query.
+    """
+    count = codex.entry_count
+    if count <= TRIGRAM_WALK_WINDOW:
+        return None
+    end = (after.int if after is not None else 0) + _ID_SPACE * TRIGRAM_WALK_WINDOW // count
+    return uuid.UUID(int=end) if end < _ID_SPACE else None
 
 
 def entry_search(*, codex: Codex, params: SearchParams) -> SearchPage:

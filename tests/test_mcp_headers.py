@@ -19,5 +19,8 @@ class RequestHeadersTest(SimpleTestCase):
     @settings(max_examples=200, deadline=None)
     @given(pairs=st.lists(st.tuples(NAMES, VALUES), max_size=8), asked=NAMES)
     def test_every_lookup_answers_as_starlettes_headers(self, pairs: list, asked: str) -> None:
-        scope = {"type": "http", "headers": [(name.encode("latin-1"), value.encode("latin-1")) for name, value in pairs]}
+        scope = {
+            "type": "http",
+            "headers": [(name.encode("latin-1"), value.encode("latin-1")) for name, value in pairs],
+        }
         self.assertEqual(request_headers(scope).get(asked), Headers(scope=scope).get(asked))

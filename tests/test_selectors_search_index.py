@@ -214,6 +214,18 @@ class IndexedSearchPastTheWalkWindowTest(IndexedSearchAgreesWithPlainScanTest):
     def setUp(self) -> None:
         super().setUp()
         self.enterContext(mock.patch.object(selectors, "TRIGRAM_WALK_WINDOW", 3))
+        # The window's end is estimated from the codex's entry count, which the token check
+        # reads fresh on every call (the class's instance still says 0).
+        self.alice_codex.refresh_from_db()
+        self.assertGreater(self.alice_codex.entry_count, 3)
+
+    def test_without_a_tag_the_window_end_is_estimated_not_counted(self) -> None:
+        with CaptureQueriesContext(connection) as captured:
+            search(self.alice_codex, query="needle", limit=50)
+        self.assertFalse([query["sql"] for query in captured if "OFFSET" in query["sql"]])
+        with CaptureQueriesContext(connection) as captured:
+            search(self.alice_codex, query="needle", tag="x", limit=50)
+        self.assertTrue([query["sql"] for query in captured if "OFFSET" in query["sql"]])
 
     @unittest.skipUnless(connection.vendor == "postgresql", "planner settings are PostgreSQL's")
     def test_the_second_step_runs_and_leaves_the_planner_as_it_was(self) -> None:
@@ -225,6 +237,15 @@ class IndexedSearchPastTheWalkWindowTest(IndexedSearchAgreesWithPlainScanTest):
         with connection.cursor() as cursor:
             cursor.execute("SELECT current_setting('enable_indexscan'), current_setting('enable_seqscan')")
             self.assertEqual(cursor.fetchone(), ("on", "on"))
+
+
+class IndexedSearchWithAMiscountedCodexTest(IndexedSearchPastTheWalkWindowTest):
+    """The same, with an entry count far off the truth: the estimated window is then far too
+    small (a window of one id in a million), which costs time but never a match."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.alice_codex.entry_count = 3 * 10**6
 
 
 class TrigramPrefilterSupersetTest(NotebookTestCase):
