@@ -270,6 +270,8 @@ def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "codex_site.settings")
     os.environ.setdefault("SECRET_KEY", "bench-scale-" + "k" * 40)
     os.environ.setdefault("CODEX_LOG_LEVEL", "WARNING")
+    # The filled codex is at the default quota of 1,000,000 entries; its saves must fit.
+    os.environ.setdefault("CODEX_QUOTA_ENTRIES", str(10 * (args.entries + args.small)))
     import django
 
     django.setup()
