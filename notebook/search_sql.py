@@ -32,9 +32,10 @@ from notebook.models import Entry, EntryRelatedAgent, EntryRevision, EntryTag
 from notebook.rows import ModelColumns, PerDatabase
 from notebook.writers import APPLICATION
 
-# How a query narrows a statement's candidates (``Shape.query``): both give a superset of
-# the matches (a LIKE over the tags' joined text may span two tags; SQLite's LIKE also
-# ignores ASCII case), which ``selectors._matches`` narrows exactly.
+# How a query narrows a statement's candidates (``Shape.query``): each gives the entries
+# whose title, content or tags' joined text holds the normalized query, which are exactly the
+# matches unless the query holds the tags' separator (it may then span two tags, and
+# ``selectors._matches`` narrows them; ``selectors._narrowed_exactly``).
 LIKE = "like"  # LIKE '%query%' on each searched column, tested row by row along the walk
 TRIGRAM = "trigram"  # by the trigram index: SQLite's FTS5 table; PostgreSQL's GIN indexes serve the LIKE itself
 

@@ -14,7 +14,7 @@ from django.db.models.functions import Cast, Substr
 
 from notebook.exceptions import InvalidArgument, NotFound
 from notebook.limits import CANDIDATES_PER_PAGE, EXCERPT_CHARS
-from notebook.models import Codex, Entry, EntryRevision
+from notebook.models import SEARCH_TAGS_SEPARATOR, Codex, Entry, EntryRevision
 from notebook.rows import KeyedRead
 from notebook.search_sql import LIKE, SEARCH_COLUMNS, SQLITE_TRIGRAM_MATCH, TRIGRAM, SearchStatements
 from notebook.validation import SearchParams, canonical_json, normalize_for_search
@@ -139,6 +139,20 @@ def _uses_trigram(normalized_query: str) -> bool:
     return len(normalized_query) >= TRIGRAM_MIN_CHARS and "\x00" not in normalized_query
 
 
+def _narrowed_exactly(normalized_query: str) -> bool:
+    """Whether the candidates the indexes give for this query all match it, so that the
+    page needs neither the search columns (the whole normalized content, for one) nor
+    ``_matches``.
+
+    They do when the query narrows by index at all (three characters or more) and does not
+    hold the tags' separator: a LIKE or trigram phrase is then a substring of one column,
+    and a substring of the tags' joined text without the separator lies within one tag.
+    SQLite's LIKE also ignores ASCII case, which changes nothing here: normalized text
+    never holds an ASCII capital (NFKC then casefold).
+    """
+    return _uses_trigram(normalized_query) and SEARCH_TAGS_SEPARATOR not in normalized_query
+
+
 def _recent_candidates(codex: Codex, params: SearchParams) -> QuerySet[Entry]:
     """``entry_recent``'s candidates, narrowed by the indexes as the search's are (a
     superset of the matches when there is a query): the person's pages alone read
@@ -165,7 +179,8 @@ def _fetch_candidates(
     narrowed by the indexes (``notebook.search_sql`` holds the statements).
 
     The tag and related-agent filters are exact; a query of at least three
-    characters narrows by trigram (a superset, re-checked by ``_matches``). A shorter
+    characters narrows by trigram (exact, unless the query spans two tags: see
+    ``_narrowed_exactly``; then ``_matches`` re-checks each candidate). A shorter
     query has no trigram, so its candidates stay the codex's entries. Which plan
     serves a cursor never changes, since the cursor is bound to the filters.
 
@@ -187,7 +202,7 @@ def _fetch_candidates(
         "agent": params.related_agent_id,
         "written_by": params.written_by,
         # Only _matches reads the search columns (the tag/agent filters are in SQL).
-        "search_columns": bool(params.query),
+        "search_columns": bool(params.query) and not _narrowed_exactly(normalized_query),
     }
     if not _uses_trigram(normalized_query):
         return SEARCH.candidates(**filters, after=after, limit=count)
@@ -265,6 +280,7 @@ def entry_search(*, codex: Codex, params: SearchParams) -> SearchPage:
     entries: list[Entry] = []
     scanned = 0
     last = after
+    check = bool(params.query) and not _narrowed_exactly(normalized_query)
     # Indexed candidates nearly always match, so the first fetch asks for just enough
     # for a full page (plus one, to learn whether more remain); only when some fail the
     # exact check does a second fetch bring the rest of the page's 100 candidates.
@@ -275,7 +291,7 @@ def entry_search(*, codex: Codex, params: SearchParams) -> SearchPage:
         for candidate in rows[:size]:
             examined += 1
             last = candidate.id
-            if not params.query or _matches(candidate, normalized_query):
+            if not check or _matches(candidate, normalized_query):
                 entries.append(candidate)
                 if len(entries) == params.limit:
                     break

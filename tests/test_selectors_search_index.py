@@ -258,6 +258,24 @@ class TrigramPrefilterSupersetTest(NotebookTestCase):
         lookups = [q["sql"] for q in captured if "notebook_entry_trigram" in q["sql"] or "enable_indexscan" in q["sql"]]
         self.assertEqual(lookups, [])  # the walk served the page (a common word: a fuller FTS/bitmap lookup)
 
+    def test_a_query_the_indexes_narrow_exactly_reads_no_search_column(self) -> None:
+        self.save(content="the rollback step", title="Launch", tags=["ops"])
+        for query, reads in [("rollback", False), ("ro", True), ("ops\nx", True)]:
+            with self.subTest(query=query), CaptureQueriesContext(connection) as captured:
+                search(self.alice_codex, query=query)
+            selected = [q["sql"].split(" FROM ")[0] for q in captured if 'FROM "notebook_entry"' in q["sql"]]
+            self.assertTrue(selected)
+            self.assertEqual(any("search_content" in columns for columns in selected), reads, selected)
+
+    def test_normalized_text_holds_no_ascii_capital(self) -> None:
+        # What lets SQLite's LIKE (which ignores ASCII case) narrow exactly: every code point.
+        capitals = [
+            hex(point)
+            for point in range(0x110000)
+            if not 0xD800 <= point <= 0xDFFF and any("A" <= c <= "Z" for c in normalize_for_search(chr(point)))
+        ]
+        self.assertEqual(capitals, [])
+
     def test_a_query_spanning_two_tags_is_examined_but_not_returned(self) -> None:
         self.save(content="x", tags=["red", "blue"])
         page = search(self.alice_codex, query="red\nblue")
