@@ -7,8 +7,9 @@ a search page cost about ten gets. ``SearchStatements`` renders each statement o
 per database alias and *shape* (which filters it has: a cursor, an upper bound, a tag,
 a related agent, a writer, how a query narrows it, whether the search columns are
 read), from the models' metadata and the backend's own operations (quoting, the
-``contains`` lookup's LIKE with its escaping, ``CAST``, ``SUBSTR``), as the text the
-ORM sent, so that the plans checked with EXPLAIN stay what they were (docs/data.md).
+``contains`` lookup's LIKE with its escaping, or on SQLite ``StrIndex``'s INSTR, ``CAST``,
+``SUBSTR``), as the text the ORM sends for the same filters, so that the plans checked with
+EXPLAIN stay what they were (docs/data.md).
 Values are always parameters, prepared by their fields' ``get_db_prep_value``; only
 LIMIT and OFFSET, integers chosen by the code, are written into the text, as the ORM
 writes them. Rows become ``Entry`` instances as the queryset made them (deferred
@@ -16,7 +17,7 @@ columns, the ``excerpt`` annotation), only cheaper (``notebook.rows.ModelColumns
 """
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +25,7 @@ from django.db import connections, router
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import BigIntegerField, Model, Value
 from django.db.models.expressions import Expression
-from django.db.models.functions import Cast, Substr
+from django.db.models.functions import Cast, StrIndex, Substr
 from django.db.models.sql import Query
 
 from notebook.limits import EXCERPT_CHARS
@@ -36,7 +37,7 @@ from notebook.writers import APPLICATION
 # whose title, content or tags' joined text holds the normalized query, which are exactly the
 # matches unless the query holds the tags' separator (it may then span two tags, and
 # ``selectors._matches`` narrows them; ``selectors._narrowed_exactly``).
-LIKE = "like"  # LIKE '%query%' on each searched column, tested row by row along the walk
+LIKE = "like"  # a substring test of each searched column, row by row along the walk (LIKE; SQLite: INSTR)
 TRIGRAM = "trigram"  # by the trigram index: SQLite's FTS5 table; PostgreSQL's GIN indexes serve the LIKE itself
 
 # SQLite: the ids of entries whose FTS5 trigram row matches a phrase (migration 0002).
@@ -88,17 +89,28 @@ class _Database:
         self.excerpt_sql, self.excerpt_params = self._compile(connection, excerpt)
         self.excerpt_converters = connection.ops.get_db_converters(excerpt) + excerpt.get_db_converters(connection)
         self.excerpt_expression = excerpt
-        # The ORM's ``contains`` lookup: the lhs cast (``::text`` on PostgreSQL) and the
-        # operator with its ESCAPE clause (SQLite's ``LIKE %s ESCAPE '\'``).
         like = []
         for name in _LIKE_COLUMNS:
             field = Entry._meta.get_field(name)
-            lhs = (
-                connection.ops.lookup_cast("contains", field.get_internal_type())
-                % f"{self.entry}.{quote(field.column)}"
-            )
-            like.append(f"{lhs} {connection.operators['contains'] % '%s'}")
+            column = f"{self.entry}.{quote(field.column)}"
+            if self.vendor == "sqlite":
+                # SQLite: ``StrIndex`` (INSTR), a plain substring test, which costs less per
+                # row along the walk than LIKE's pattern matcher (which would also fold ASCII
+                # case and need %, _ and \ escaped). Nothing indexes either there.
+                position = self._compile(connection, StrIndex(field.get_col(Entry._meta.db_table), Value("")), [""])
+                like.append(f"{position[0]} > 0")
+            else:
+                # The ORM's ``contains`` lookup, which PostgreSQL's trigram indexes serve: the
+                # lhs cast (``::text``) and the operator with its ESCAPE clause.
+                lhs = connection.ops.lookup_cast("contains", field.get_internal_type()) % column
+                like.append(f"{lhs} {connection.operators['contains'] % '%s'}")
         self.like = "(" + " OR ".join(like) + ")"
+        self.like_value: Callable[[str], str] = (
+            (lambda query: query)
+            if self.vendor == "sqlite"
+            # As the ``contains`` lookup prepares its value: %, _ and \ escaped.
+            else (lambda query: f"%{connection.ops.prep_for_like_query(query)}%")
+        )
         # The ORM's column order: the model's concrete fields, less those deferred.
         self.columns = {
             search_columns: ModelColumns(
@@ -258,8 +270,7 @@ class SearchStatements(PerDatabase):
             values["written_by"] = revision.get_field("writer_client_id").get_db_prep_value(written_by, connection)
             values["application"] = revision.get_field("writer_kind").get_db_prep_value(APPLICATION, connection)
         if prefilter is not None:
-            # As the ``contains`` lookup prepares its value: %, _ and \ escaped.
-            values["like"] = f"%{connection.ops.prep_for_like_query(query)}%"
+            values["like"] = database.like_value(query)
             # An FTS5 phrase: its consecutive trigrams, a substring.
             values["phrase"] = '"' + query.replace('"', '""') + '"'
         params = self._params(database, names, values)

@@ -145,10 +145,10 @@ def _narrowed_exactly(normalized_query: str) -> bool:
     ``_matches``.
 
     They do when the query narrows by index at all (three characters or more) and does not
-    hold the tags' separator: a LIKE or trigram phrase is then a substring of one column,
-    and a substring of the tags' joined text without the separator lies within one tag.
-    SQLite's LIKE also ignores ASCII case, which changes nothing here: normalized text
-    never holds an ASCII capital (NFKC then casefold).
+    hold the tags' separator: each test (SQLite's INSTR or trigram phrase, PostgreSQL's LIKE)
+    is then for a substring of one column, and a substring of the tags' joined text without
+    the separator lies within one tag. (Were a LIKE to fold ASCII case, as SQLite's does, it
+    would change nothing: normalized text never holds an ASCII capital, NFKC then casefold.)
     """
     return _uses_trigram(normalized_query) and SEARCH_TAGS_SEPARATOR not in normalized_query
 

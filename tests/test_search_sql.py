@@ -14,7 +14,8 @@ from unittest import mock
 from django.db import connection
 from django.db.models import BigIntegerField, Exists, OuterRef, Q, QuerySet, Value
 from django.db.models.expressions import RawSQL
-from django.db.models.functions import Cast, Substr
+from django.db.models.functions import Cast, StrIndex, Substr
+from django.db.models.lookups import GreaterThan
 from django.db.models.signals import post_init
 from django.test.utils import CaptureQueriesContext
 
@@ -66,6 +67,12 @@ def orm_candidates(
     if prefilter == TRIGRAM and connection.vendor == "sqlite":
         phrase = '"' + query.replace('"', '""') + '"'
         candidates = candidates.filter(id__in=RawSQL(SQLITE_TRIGRAM_MATCH, [phrase]))
+    elif prefilter is not None and connection.vendor == "sqlite":
+        candidates = candidates.filter(
+            GreaterThan(StrIndex("search_title", Value(query)), 0)
+            | GreaterThan(StrIndex("search_content", Value(query)), 0)
+            | GreaterThan(StrIndex("search_tags_text", Value(query)), 0)
+        )
     elif prefilter is not None:
         candidates = candidates.filter(
             Q(search_title__contains=query) | Q(search_content__contains=query) | Q(search_tags_text__contains=query)
