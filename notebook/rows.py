@@ -116,11 +116,14 @@ def preparer(field: Field, connection: BaseDatabaseWrapper) -> Callable[[Any], A
     ops = type(connection.ops)
     if kind in (models.CharField, models.TextField):
         return lambda value: value if type(value) is str else slow(value)
-    if kind in _INTEGER_FIELDS and ops.adapt_integerfield_value is BaseDatabaseOperations.adapt_integerfield_value:
-        return lambda value: value if type(value) is int else slow(value)
-    if kind in (models.AutoField, models.BigAutoField) and (
+    integer = kind in _INTEGER_FIELDS and (
+        ops.adapt_integerfield_value is BaseDatabaseOperations.adapt_integerfield_value
+    )
+    # An auto field prepares as ``int(value)`` then the backend's check of an auto key.
+    auto = kind in (models.AutoField, models.BigAutoField) and (
         ops.validate_autopk_value is BaseDatabaseOperations.validate_autopk_value
-    ):
+    )
+    if integer or auto:
         return lambda value: value if type(value) is int else slow(value)
     if kind is models.UUIDField:
         if connection.features.has_native_uuid_field:

@@ -92,16 +92,16 @@ class _Database:
         like = []
         for name in _LIKE_COLUMNS:
             field = Entry._meta.get_field(name)
-            column = f"{self.entry}.{quote(field.column)}"
             if self.vendor == "sqlite":
                 # SQLite: ``StrIndex`` (INSTR), a plain substring test, which costs less per
                 # row along the walk than LIKE's pattern matcher (which would also fold ASCII
                 # case and need %, _ and \ escaped). Nothing indexes either there.
-                position = self._compile(connection, StrIndex(field.get_col(Entry._meta.db_table), Value("")), [""])
-                like.append(f"{position[0]} > 0")
+                position, _ = self._compile(connection, StrIndex(field.get_col(Entry._meta.db_table), Value("")), [""])
+                like.append(f"{position} > 0")
             else:
                 # The ORM's ``contains`` lookup, which PostgreSQL's trigram indexes serve: the
                 # lhs cast (``::text``) and the operator with its ESCAPE clause.
+                column = f"{self.entry}.{quote(field.column)}"
                 lhs = connection.ops.lookup_cast("contains", field.get_internal_type()) % column
                 like.append(f"{lhs} {connection.operators['contains'] % '%s'}")
         self.like = "(" + " OR ".join(like) + ")"

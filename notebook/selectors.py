@@ -187,7 +187,8 @@ def _fetch_candidates(
     A query's candidates are fetched in two steps. First only the next
     ``TRIGRAM_WALK_WINDOW`` entries or so (by tag or agent, if given, counted; otherwise
     estimated from the codex's entry count) are walked in id order,
-    each tested with LIKE, which serves a word common in this codex at once; if they
+    each tested for the substring (LIKE; INSTR on SQLite), which serves a word common in
+    this codex at once; if they
     hold fewer than ``count`` candidates, the rest come from the trigram indexes, so
     the cost follows this codex's matches. Without the walk, SQLite's FTS5 lookup
     collects every match of a common word before a page takes 21 of them; and
