@@ -31,6 +31,7 @@ from authserver import ratelimit
 from authserver.scopes import ALL_SCOPES as ALL_SCOPES
 from authserver.scopes import READ as READ
 from authserver.scopes import WRITE as WRITE
+from notebook import rows
 from notebook.rows import ModelColumns
 from notebook.writers import UNKNOWN_WRITER, Writer
 
@@ -126,9 +127,7 @@ class _TokenQuery:
     def fetch(self, checksum: str) -> tuple[Any, ...] | None:
         """(expires, scope, resource, user or None, application or None), or None if no such token."""
         connection = connections[self.alias]
-        with connection.cursor() as cursor:
-            cursor.execute(self.sql, [checksum])
-            row = cursor.fetchone()
+        row = rows.run(connection, self.sql, [checksum], rows.fetchone)
         if row is None:
             return None
         ends = [len(self.token)]

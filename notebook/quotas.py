@@ -18,6 +18,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import F, QuerySet
 from django.db.models.functions import Greatest
 
+from notebook import rows
 from notebook.exceptions import Internal, ResourceExhausted
 from notebook.models import Codex, EntryRevision
 from notebook.validation import EntryInput, canonical_json
@@ -94,10 +95,10 @@ def charge(*, codex: Codex, entries: int, stored_bytes: int) -> None:
     connection = connections[alias]
     sql = _charge_sql.get(alias) or _charge_sql.setdefault(alias, _build_charge_sql(connection))
     entry_bound = max_entries - entries if entries else _NO_BOUND
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [entries, stored_bytes, codex.pk, max_bytes - stored_bytes, entry_bound])
-        if cursor.rowcount:
-            return
+    if rows.run(
+        connection, sql, [entries, stored_bytes, codex.pk, max_bytes - stored_bytes, entry_bound], rows.rowcount
+    ):
+        return
     usage = Codex.objects.filter(pk=codex.pk).values("entry_count", "stored_bytes").first()
     if usage is None:
         raise Internal("The codex disappeared during the write")

@@ -30,7 +30,7 @@ from django.db.models.sql import Query
 
 from notebook.limits import EXCERPT_CHARS
 from notebook.models import Entry, EntryRelatedAgent, EntryRevision, EntryTag
-from notebook.rows import ModelColumns, PerDatabase
+from notebook.rows import ModelColumns, PerDatabase, fetchall, run
 from notebook.writers import APPLICATION
 
 # How a query narrows a statement's candidates (``Shape.query``): each gives the entries
@@ -274,10 +274,8 @@ class SearchStatements(PerDatabase):
             # An FTS5 phrase: its consecutive trigrams, a substring.
             values["phrase"] = '"' + query.replace('"', '""') + '"'
         params = self._params(database, names, values)
-        with connection.cursor() as cursor:
-            cursor.execute(f"{sql} LIMIT {int(limit)}", params)
-            rows = cursor.fetchall()
-        return _entries(rows, columns, database, connection)
+        found = run(connection, f"{sql} LIMIT {int(limit)}", params, fetchall)
+        return _entries(found, columns, database, connection)
 
     def window_end(
         self,
@@ -303,11 +301,9 @@ class SearchStatements(PerDatabase):
         values = self._values(database, connection, codex_id, after, None, tag, agent)
         # The window's last id and the next one: when no entry follows the window, the walk
         # alone covers the rest.
-        with connection.cursor() as cursor:
-            # As the ORM writes it: no OFFSET 0.
-            limits = f" LIMIT 2 OFFSET {int(offset)}" if offset else " LIMIT 2"
-            cursor.execute(sql + limits, self._params(database, names, values))
-            ends = cursor.fetchall()
+        # As the ORM writes it: no OFFSET 0.
+        limits = f" LIMIT 2 OFFSET {int(offset)}" if offset else " LIMIT 2"
+        ends = run(connection, sql + limits, self._params(database, names, values), fetchall)
         return ids.convert(ends[0], connection)[0] if len(ends) == 2 else None
 
     @staticmethod

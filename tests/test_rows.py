@@ -4,17 +4,20 @@ import datetime as dt
 import functools
 import json
 import warnings
+from types import SimpleNamespace
 from unittest import mock, skipUnless
 from zoneinfo import ZoneInfo
 
 from django.contrib.auth import get_user_model
-from django.db import connection, models
+from django.db import DatabaseError, IntegrityError, connection, connections, models, transaction
 from django.db.models import JSONField
+from django.db.transaction import TransactionManagementError
 from django.test import SimpleTestCase, TestCase
+from django.test.utils import CaptureQueriesContext
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from notebook import selectors, services
+from notebook import rows, selectors, services
 from notebook.models import Codex, Entry, EntryRevision, EntryTag, RequestKey
 from notebook.rows import ModelColumns, preparer
 from notebook.validation import parse_entry_input
@@ -264,3 +267,77 @@ class PreparerTest(SimpleTestCase):
                     slow.append(f"{model.__name__}.{field.name}")
         if connection.vendor == "sqlite":
             self.assertEqual(slow, [])
+
+
+@skipUnless(connection.vendor == "sqlite", "the direct path is SQLite's")
+class DirectStatementTest(TestCase):
+    """``rows.run`` sends a statement straight to SQLite's driver unless something watches
+    Django's cursor layers, and keeps what those layers guarantee."""
+
+    def setUp(self) -> None:
+        self.codex = services.codex_for_user(user=get_user_model().objects.create_user("alice"))
+        self.sql = f"SELECT {connection.ops.quote_name('entry_count')} FROM notebook_codex WHERE id = %s"
+
+    def test_an_unwatched_statement_skips_djangos_cursor(self) -> None:
+        with mock.patch.object(
+            type(connections["default"]), "cursor", side_effect=AssertionError("Django's cursor used")
+        ):
+            self.assertEqual(rows.run(connection, self.sql, [self.codex.pk], rows.fetchone), (0,))
+
+    def test_a_watched_statement_goes_through_djangos_cursor(self) -> None:
+        with CaptureQueriesContext(connection) as captured:
+            self.assertEqual(rows.run(connection, self.sql, [self.codex.pk], rows.fetchone), (0,))
+        self.assertEqual([query["sql"] for query in captured], [self.sql % self.codex.pk])
+        seen = []
+        with connection.execute_wrapper(lambda execute, sql, *rest: seen.append(sql) or execute(sql, *rest)):
+            rows.run(connection, self.sql, [self.codex.pk], rows.fetchone)
+        self.assertEqual(seen, [self.sql])
+
+    def test_errors_are_djangos(self) -> None:
+        insert = "INSERT INTO notebook_codex (created_at, owner_id, entry_count, stored_bytes) VALUES (%s, %s, 0, 0)"
+        with self.assertRaises(IntegrityError), transaction.atomic():
+            rows.run(connection, insert, ["2026-01-01 00:00:00", self.codex.owner_id], rows.nothing)
+        with self.assertRaises(DatabaseError):
+            rows.run(connection, "SELECT no_such_column FROM notebook_codex", [], rows.fetchall)
+
+    def test_percent_signs_are_converted_as_django_converts_them(self) -> None:
+        sql = "SELECT 'a%%b', %s"
+        self.assertEqual(rows.run(connection, sql, ["c"], rows.fetchone), ("a%b", "c"))
+        with connection.cursor() as cursor:
+            cursor.execute(sql, ["c"])
+            self.assertEqual(cursor.fetchone(), ("a%b", "c"))
+
+    def test_a_broken_transaction_refuses_further_statements(self) -> None:
+        with transaction.atomic():
+            connection.set_rollback(True)
+            with self.assertRaises(TransactionManagementError):
+                rows.run(connection, self.sql, [self.codex.pk], rows.fetchone)
+
+    def test_the_cursor_is_closed_so_no_read_stays_open(self) -> None:
+        # A SELECT left unfinished would keep its read transaction (and snapshot) open.
+        raw = connection.connection
+        with mock.patch.object(connection, "connection", SimpleNamespace(cursor=lambda: Tracked(raw))):
+            rows.run(connection, "SELECT 1 UNION ALL SELECT 2", [], rows.fetchone)
+        self.assertTrue(Tracked.last.closed)
+
+
+class Tracked:
+    """A driver cursor that records whether it was closed."""
+
+    last: "Tracked"
+
+    def __init__(self, raw) -> None:
+        self.cursor = raw.execute("SELECT 1 WHERE 0")  # a real cursor of that connection
+        self.closed = False
+        Tracked.last = self
+
+    def execute(self, sql, params):
+        self.cursor = self.cursor.connection.execute(sql, params)
+        return self
+
+    def fetchone(self):
+        return self.cursor.fetchone()
+
+    def close(self) -> None:
+        self.closed = True
+        self.cursor.close()
