@@ -1,5 +1,5 @@
-"""Write transactions that queue in-process on SQLite instead of sleeping, and WAL
-checkpoints off the request path.
+"""Write transactions that queue in-process on SQLite instead of sleeping, on one connection
+whose cache stays warm, synced in groups, and WAL checkpoints off the request path.
 
 SQLite has one writer at a time. A thread whose ``BEGIN IMMEDIATE`` finds the write lock
 taken waits in SQLite's busy handler, which sleeps in growing steps (up to 100 ms) and
@@ -8,6 +8,18 @@ of one process therefore queue on a ``threading.Lock`` per database file before 
 and are woken the moment the previous writer commits. The busy timeout still covers other
 processes (more uvicorn workers, management commands).
 
+The writer at the head of the queue runs its transaction on the process's *writer
+connection* for that file, not on its thread's own. In WAL mode a connection drops its whole
+page cache whenever another connection has committed since its last transaction, so with a
+connection per thread every write started cold and read each page of the indexes it touched
+back from the operating system (about 45 ``pread`` calls per save). One connection that makes
+every commit of the process keeps its cache. Django's connections are per thread: for the
+length of the transaction the thread's handle is swapped for the writer connection (which
+allows thread sharing), so ``connection`` and the ORM inside the block use it, and the
+thread's own connection is put back after. Reads outside write transactions keep using each
+thread's connection, and a thread whose connection is watched (``DEBUG``'s query log,
+``assertNumQueries``, execute wrappers) writes on it, so that the watchers see every statement.
+
 A commit in WAL mode appends the pages it changed to the ``-wal`` file. SQLite's
 ``synchronous=FULL`` would sync that file inside every ``COMMIT``, while the writer holds
 the write lock (on this machine about 0.3 ms of waiting and 0.9 ms of kernel CPU per
@@ -15,7 +27,9 @@ commit, all of it inside the queue). Instead the connections run ``synchronous=N
 (``codex_site.settings``) and ``write_transaction`` syncs the log itself after the commit
 and before it returns, outside the lock: a *group sync*. Each returning writer takes a
 ticket; one sync at a time runs, and it covers every commit whose ticket was taken before
-it began, so writers that commit while a sync runs share the next one. A write is
+it began. Before it starts, the sync waits briefly (``GATHER_SECONDS``, at most
+``GATHER_COMMITS`` commits) for the writers already queued or running to commit, so that
+they share it: on a virtual disk each sync costs far more CPU than the wait. A write is
 acknowledged only once its log pages are on disk, as with ``FULL``, and so survives a power
 loss. (Writes that do not go through ``write_transaction``, such as sign-in sessions and
 OAuth grants, are synced by the next notebook write or checkpoint.)
@@ -41,11 +55,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
 
 logger = logging.getLogger(__name__)
-
-_writer_locks: dict[str, threading.Lock] = {}
-_writer_locks_guard = threading.Lock()
 
 # How long the checkpointer waits after a commit before it checkpoints: the commits of
 # that moment share one checkpoint (two fsyncs), and a page they all change (the codex
@@ -59,11 +71,11 @@ CHECKPOINT_PAUSE = 0.1
 # readers to finish), so that the next commit starts the log over. That copy is short:
 # only what was committed during the checkpoint before it.
 CATCH_UP_PAGES = 8_000
-
-
-def _writer_lock(name: str) -> threading.Lock:
-    with _writer_locks_guard:
-        return _writer_locks.setdefault(name, threading.Lock())
+# How long a sync waits for writers already under way to commit, and for at most how many
+# commits: a save's transaction takes well under a millisecond, so the writers queued at
+# that moment commit within the wait and share the sync.
+GATHER_SECONDS = 0.002
+GATHER_COMMITS = 16
 
 
 class _Checkpointer:
@@ -103,28 +115,47 @@ class _Checkpointer:
                 connections[self.alias].close()
 
 
-_checkpointers: dict[str, _Checkpointer] = {}
-
-
 class _LogSync:
     """The group sync of one database file's write-ahead log (see the module docstring)."""
 
     def __init__(self, database: str) -> None:
         self.log = database + "-wal"
-        self.tickets = threading.Lock()  # guards ``committed``
+        self.tickets = threading.Condition()  # guards the counts below; notified as they change
         self.syncing = threading.Lock()  # one sync at a time; guards ``synced``
+        self.running = 0  # writers queued or in their transaction: commits on the way
         self.committed = 0  # tickets taken: commits whose pages are written to the log
         self.synced = 0  # every ticket up to this one is on disk
 
-    def wait(self) -> None:
-        """Return once every commit made before this call is on disk."""
+    def begin(self) -> None:
+        """A writer is on its way to a commit (``end`` or ``wait`` follows)."""
+        with self.tickets:
+            self.running += 1
+
+    def end(self) -> None:
+        """A writer that ``begin`` announced will not commit (its transaction failed)."""
+        with self.tickets:
+            self.running -= 1
+            self.tickets.notify_all()
+
+    def wait(self, *, began: bool = False) -> None:
+        """Return once every commit made before this call is on disk; ``began``: the
+        caller's own commit, announced by ``begin``."""
         with self.tickets:
             self.committed += 1
+            if began:
+                self.running -= 1
             ticket = self.committed
+            self.tickets.notify_all()
         with self.syncing:
             if self.synced >= ticket:
                 return  # a sync that began after our commit has finished
             with self.tickets:
+                # Writers on their way commit within moments: wait for them to share this sync.
+                deadline = time.monotonic() + GATHER_SECONDS
+                while self.running and self.committed - self.synced < GATHER_COMMITS:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0 or not self.tickets.wait(remaining):
+                        break
                 covered = self.committed  # every commit so far wrote its pages before its ticket
             try:
                 descriptor = os.open(self.log, os.O_RDONLY)
@@ -140,45 +171,77 @@ class _LogSync:
             self.synced = covered
 
 
-_log_syncs: dict[str, _LogSync] = {}
+class _DatabaseFile:
+    """What this process's writers of one SQLite database file share: the queue, the writer
+    connection, the group sync and the checkpointer."""
+
+    def __init__(self, alias: str, name: str, connection: BaseDatabaseWrapper) -> None:
+        self.lock = threading.Lock()
+        self.sync = _LogSync(name)
+        # Same backend and settings as the threads' connections; opened on first use.
+        self.writer = type(connection)(connection.settings_dict, alias)
+        self.writer.inc_thread_sharing()
+        self.checkpointer = _Checkpointer(alias, self.lock)
 
 
-def _log_sync(name: str) -> _LogSync:
-    with _writer_locks_guard:
-        sync = _log_syncs.get(name)
-        if sync is None:
-            sync = _log_syncs[name] = _LogSync(name)
-        return sync
+_files: dict[str, _DatabaseFile] = {}
+_files_guard = threading.Lock()
 
 
-def _checkpointer(alias: str, name: str) -> _Checkpointer:
-    checkpointer = _checkpointers.get(name)
-    if checkpointer is None:
-        lock = _writer_lock(name)
-        with _writer_locks_guard:
-            checkpointer = _checkpointers.get(name)
-            if checkpointer is None:
-                checkpointer = _checkpointers[name] = _Checkpointer(alias, lock)
-    return checkpointer
+def _file(connection: BaseDatabaseWrapper) -> _DatabaseFile:
+    name = str(connection.settings_dict["NAME"])
+    found = _files.get(name)
+    if found is None:
+        with _files_guard:
+            found = _files.get(name)
+            if found is None:
+                found = _files[name] = _DatabaseFile(connection.alias, name, connection)
+    return found
+
+
+def writer_lock(using: str = DEFAULT_DB_ALIAS) -> threading.Lock:
+    """The queue of this process's writers of the SQLite database ``using`` names."""
+    return _file(connections[using]).lock
 
 
 @contextmanager
 def write_transaction(using: str = DEFAULT_DB_ALIAS) -> Iterator[None]:
     """``transaction.atomic`` for a write, queued behind this process's other writers on
-    SQLite and returning once the commit is on disk (the group sync). Use it as
-    ``@write_transaction()`` on a service or as a ``with`` block. Inside another transaction
-    it is a nested ``atomic`` (a savepoint) and takes no lock: the outer transaction already
-    holds the write lock, or is a test's."""
+    SQLite, run on the writer connection, and returning once the commit is on disk (the
+    group sync). Use it as ``@write_transaction()`` on a service or as a ``with`` block.
+    Inside another transaction it is a nested ``atomic`` (a savepoint) on that
+    transaction's connection and takes no lock: the outer transaction already holds the
+    write lock, or is a test's."""
     connection = connections[using]
     if connection.vendor != "sqlite" or connection.in_atomic_block:
         with transaction.atomic(using=using):
             yield
         return
-    name = str(connection.settings_dict["NAME"])
-    with _writer_lock(name), transaction.atomic(using=using):
-        yield
-    _log_sync(name).wait()
-    _checkpointer(using, name).nudge()
+    file = _file(connection)
+    file.sync.begin()
+    try:
+        with file.lock:
+            # A thread whose connection is watched (DEBUG's query log, assertNumQueries,
+            # execute wrappers) writes on it, so that the watchers see the statements.
+            if connection.queries_logged or connection.execute_wrappers:
+                with transaction.atomic(using=using):
+                    yield
+            else:
+                writer = file.writer
+                # What Django does for a thread's connection at each request's start: close
+                # it if an error left it unusable or it outlived CONN_MAX_AGE (reopened on use).
+                writer.close_if_unusable_or_obsolete()
+                connections[using] = writer
+                try:
+                    with transaction.atomic(using=using):
+                        yield
+                finally:
+                    connections[using] = connection
+    except BaseException:
+        file.sync.end()
+        raise
+    file.sync.wait(began=True)
+    file.checkpointer.nudge()
 
 
 def wait_durable(using: str = DEFAULT_DB_ALIAS) -> None:
@@ -188,4 +251,4 @@ def wait_durable(using: str = DEFAULT_DB_ALIAS) -> None:
     nothing to wait for: the outer commit, or PostgreSQL's own, makes it durable."""
     connection = connections[using]
     if connection.vendor == "sqlite" and not connection.in_atomic_block:
-        _log_sync(str(connection.settings_dict["NAME"])).wait()
+        _file(connection).sync.wait()

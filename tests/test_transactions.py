@@ -11,12 +11,14 @@ import uuid
 from unittest import mock
 
 from django.contrib.auth import get_user_model
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.test import TransactionTestCase
+from django.test.utils import CaptureQueriesContext
 
 from notebook import services, transactions
 from notebook.exceptions import NotFound
 from notebook.models import Entry
+from notebook.transactions import write_transaction
 from notebook.validation import parse_entry_input
 
 
@@ -55,7 +57,7 @@ class CheckpointTest(TransactionTestCase):
     def test_the_checkpointer_copies_the_log_into_the_database_file(self) -> None:
         name = str(connection.settings_dict["NAME"])
         self.save("one")
-        checkpointer = transactions._checkpointers[name]
+        checkpointer = transactions._files[name].checkpointer
         done = threading.Event()
         real = transactions._Checkpointer.checkpoint
 
@@ -73,8 +75,7 @@ class CheckpointTest(TransactionTestCase):
         self.assertEqual((busy, pages), (0, copied))
 
     def test_a_long_log_is_finished_with_the_process_writers_held(self) -> None:
-        name = str(connection.settings_dict["NAME"])
-        lock = transactions._writer_lock(name)
+        lock = transactions.writer_lock()
         held = []
         done = threading.Event()
         calls = iter([(0, transactions.CATCH_UP_PAGES, transactions.CATCH_UP_PAGES), (0, 10, 10)])
@@ -214,3 +215,110 @@ class LogSyncTicketsTest(unittest.TestCase):
             self.assertEqual(sync.synced, 2)
             sync.wait()  # one more commit, alone: one more sync
             self.assertEqual(sync.synced, 3)
+
+    def test_a_sync_waits_for_writers_under_way_and_covers_their_commits(self) -> None:
+        with tempfile.TemporaryDirectory() as directory:
+            database = os.path.join(directory, "db.sqlite3")
+            open(database + "-wal", "wb").close()
+            sync = transactions._LogSync(database)
+            calls = []
+            sync.begin()  # another writer is in its transaction
+            with (
+                mock.patch.object(transactions, "GATHER_SECONDS", 10),
+                mock.patch(
+                    "notebook.transactions.os.fsync", side_effect=lambda descriptor: calls.append(sync.committed)
+                ),
+            ):
+                first = threading.Thread(target=sync.wait)
+                first.start()
+                time.sleep(0.05)
+                self.assertEqual(calls, [])  # waiting for the writer under way
+                self.assertTrue(first.is_alive())
+                sync.wait(began=True)  # that writer commits: one sync covers both
+                first.join(10)
+            self.assertEqual(calls, [2])
+            self.assertEqual(sync.synced, 2)
+
+    def test_a_writer_that_fails_ends_the_wait(self) -> None:
+        with tempfile.TemporaryDirectory() as directory:
+            database = os.path.join(directory, "db.sqlite3")
+            open(database + "-wal", "wb").close()
+            sync = transactions._LogSync(database)
+            sync.begin()
+            with mock.patch.object(transactions, "GATHER_SECONDS", 10), mock.patch("notebook.transactions.os.fsync"):
+                first = threading.Thread(target=sync.wait)
+                first.start()
+                time.sleep(0.05)
+                started = time.monotonic()
+                sync.end()  # the writer's transaction failed: nothing more to wait for
+                first.join(10)
+                self.assertLess(time.monotonic() - started, 5)
+            self.assertEqual(sync.synced, 1)
+
+    def test_a_writer_that_takes_long_delays_the_sync_only_briefly(self) -> None:
+        with tempfile.TemporaryDirectory() as directory:
+            database = os.path.join(directory, "db.sqlite3")
+            open(database + "-wal", "wb").close()
+            sync = transactions._LogSync(database)
+            sync.begin()  # and never commits during this test
+            with mock.patch.object(transactions, "GATHER_SECONDS", 0.05), mock.patch("notebook.transactions.os.fsync"):
+                started = time.monotonic()
+                sync.wait()
+            self.assertGreaterEqual(time.monotonic() - started, 0.05)
+            self.assertEqual(sync.synced, 1)
+
+
+@unittest.skipUnless(connection.vendor == "sqlite", "the writer connection is SQLite's")
+class WriterConnectionTest(TransactionTestCase):
+    """Every write transaction of the process runs on one connection per database file (its
+    page cache survives the commits), and each thread gets its own connection back."""
+
+    def write_from_threads(self, count: int) -> list[object]:
+        """The driver connection each write ran on (kept, so no id is reused)."""
+        seen, errors = [], []
+
+        def write() -> None:
+            try:
+                own = connections[DEFAULT_DB_ALIAS]
+                with write_transaction():
+                    seen.append(connection.connection)
+                    self.assertIsNot(connections[DEFAULT_DB_ALIAS], own)
+                    get_user_model().objects.create_user(f"u{uuid.uuid4().hex}")
+                self.assertIs(connections[DEFAULT_DB_ALIAS], own)
+            except Exception as error:
+                errors.append(error)
+            finally:
+                connection.close()
+
+        threads = [threading.Thread(target=write) for _ in range(count)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        self.assertEqual(errors, [])
+        return seen
+
+    def test_writes_of_every_thread_share_one_connection(self) -> None:
+        # Kept between writes as between requests: the tests' CONN_MAX_AGE is 0.
+        with mock.patch.dict(connection.settings_dict, {"CONN_MAX_AGE": 60}):
+            transactions._file(connection).writer.close()
+            seen = self.write_from_threads(4)
+        self.assertEqual(len(seen), 4)
+        self.assertEqual(len({id(raw) for raw in seen}), 1)
+        self.assertEqual(get_user_model().objects.count(), 4)
+
+    def test_a_watched_connection_writes_on_itself(self) -> None:
+        own = connections[DEFAULT_DB_ALIAS]
+        with CaptureQueriesContext(connection) as captured, write_transaction():
+            self.assertIs(connections[DEFAULT_DB_ALIAS], own)
+            get_user_model().objects.create_user("watched")
+        self.assertTrue(any("INSERT" in query["sql"] for query in captured))
+
+    def test_an_unusable_writer_connection_is_replaced(self) -> None:
+        first = self.write_from_threads(1)
+        writer = transactions._files[str(connection.settings_dict["NAME"])].writer
+        writer.errors_occurred = True
+        with mock.patch.object(type(writer), "is_usable", return_value=False):
+            second = self.write_from_threads(1)
+        self.assertIsNot(first[0], second[0])
+        self.assertEqual(get_user_model().objects.count(), 2)
