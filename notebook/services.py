@@ -10,7 +10,7 @@ from django.utils import timezone
 from notebook import quotas
 from notebook.exceptions import Conflict, NotFound, ResourceExhausted
 from notebook.models import SEARCH_TAGS_SEPARATOR, Codex, Entry, EntryRelatedAgent, EntryRevision, EntryTag, RequestKey
-from notebook.rows import Insert, KeyedRead, UpdateRow
+from notebook.rows import Insert, KeyedRead, UpdateRow, new_instance
 from notebook.selectors import NOT_FOUND_MESSAGE
 from notebook.transactions import wait_durable, write_transaction
 from notebook.validation import EntryInput, normalize_for_search
@@ -113,7 +113,7 @@ def entry_save(*, codex: Codex, request_id: str, data: EntryInput, writer: Write
     caller gets it back.
     """
     now = _now()
-    entry = Entry(codex=codex, revision=1, created_at=now, updated_at=now)
+    entry = new_instance(Entry, codex=codex, revision=1, created_at=now, updated_at=now)
     _apply(entry, data)
     try:
         # Insert first, then handle the duplicate (as contrib.sessions does). The

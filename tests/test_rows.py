@@ -3,6 +3,7 @@
 import datetime as dt
 import functools
 import json
+import uuid
 import warnings
 from types import SimpleNamespace
 from unittest import mock, skipUnless
@@ -11,6 +12,7 @@ from zoneinfo import ZoneInfo
 from django.contrib.auth import get_user_model
 from django.db import DatabaseError, IntegrityError, connection, connections, models, transaction
 from django.db.models import JSONField
+from django.db.models.signals import post_init
 from django.db.transaction import TransactionManagementError
 from django.test import SimpleTestCase, TestCase
 from django.test.utils import CaptureQueriesContext
@@ -341,3 +343,43 @@ class Tracked:
     def close(self) -> None:
         self.closed = True
         self.cursor.close()
+
+
+class NewInstanceTest(TestCase):
+    """``rows.new_instance`` makes what ``Model(**values)`` makes."""
+
+    def setUp(self) -> None:
+        self.codex = services.codex_for_user(user=get_user_model().objects.create_user("alice"))
+        self.now = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
+
+    def test_the_instance_is_the_one_init_makes(self) -> None:
+        values = {"codex": self.codex, "revision": 1, "created_at": self.now, "updated_at": self.now}
+        ours, djangos = rows.new_instance(Entry, **values), Entry(**values)
+        self.assertIs(type(ours), Entry)
+        mine = {key: value for key, value in vars(ours).items() if key not in ("_state", "id")}
+        theirs = {key: value for key, value in vars(djangos).items() if key not in ("_state", "id")}
+        self.assertEqual(mine, theirs)
+        self.assertIsInstance(ours.id, uuid.UUID)  # its default, drawn afresh
+        self.assertNotEqual(ours.id, djangos.id)
+        self.assertEqual(
+            (ours._state.adding, ours._state.db, ours._state.fields_cache),
+            (djangos._state.adding, djangos._state.db, djangos._state.fields_cache),
+        )
+        self.assertIs(ours.codex, self.codex)
+
+    def test_an_unknown_keyword_is_refused_as_init_refuses_it(self) -> None:
+        with self.assertRaisesMessage(TypeError, "unexpected keyword"):
+            rows.new_instance(Entry, codex=self.codex, colour="red")
+
+    def test_a_post_init_receiver_still_sees_the_instance(self) -> None:
+        seen = []
+
+        def receiver(sender, instance, **kwargs) -> None:
+            seen.append(instance)
+
+        post_init.connect(receiver, sender=Entry)
+        try:
+            entry = rows.new_instance(Entry, codex=self.codex, revision=1)
+        finally:
+            post_init.disconnect(receiver, sender=Entry)
+        self.assertEqual(seen, [entry])
