@@ -184,88 +184,80 @@ class GroupSyncTest(TransactionTestCase):
 
 class LogSyncTicketsTest(unittest.TestCase):
     """The tickets of the group sync, without a database: a sync covers exactly the
-    commits made before it began."""
+    commits made before it began, and waits briefly for writers already under way."""
+
+    def setUp(self) -> None:
+        directory = self.enterContext(tempfile.TemporaryDirectory())
+        database = os.path.join(directory, "db.sqlite3")
+        open(database + "-wal", "wb").close()
+        self.sync = transactions._LogSync(database)
 
     def test_a_sync_covers_commits_made_before_it_began_and_not_after(self) -> None:
-        with tempfile.TemporaryDirectory() as directory:
-            database = os.path.join(directory, "db.sqlite3")
-            open(database + "-wal", "wb").close()
-            sync = transactions._LogSync(database)
-            inside, release = threading.Event(), threading.Event()
-            calls = []
+        sync = self.sync
+        inside, release = threading.Event(), threading.Event()
+        calls = []
 
-            def fsync(descriptor: int) -> None:
-                calls.append(sync.committed)
-                if len(calls) == 1:
-                    inside.set()
-                    release.wait(10)
+        def fsync(descriptor: int) -> None:
+            calls.append(sync.committed)
+            if len(calls) == 1:
+                inside.set()
+                release.wait(10)
 
-            with mock.patch("notebook.transactions.os.fsync", side_effect=fsync):
-                first = threading.Thread(target=sync.wait)
-                first.start()
-                inside.wait(10)  # the first sync runs, covering ticket 1 only
-                late = threading.Thread(target=sync.wait)
-                late.start()  # a commit during that sync: needs a sync of its own
-                while sync.committed < 2:
-                    time.sleep(0.001)
-                release.set()
-                first.join(10)
-                late.join(10)
-            self.assertEqual(calls, [1, 2])
-            self.assertEqual(sync.synced, 2)
-            sync.wait()  # one more commit, alone: one more sync
-            self.assertEqual(sync.synced, 3)
+        with mock.patch("notebook.transactions.os.fsync", side_effect=fsync):
+            first = threading.Thread(target=sync.wait)
+            first.start()
+            inside.wait(10)  # the first sync runs, covering ticket 1 only
+            late = threading.Thread(target=sync.wait)
+            late.start()  # a commit during that sync: needs a sync of its own
+            while sync.committed < 2:
+                time.sleep(0.001)
+            release.set()
+            first.join(10)
+            late.join(10)
+        self.assertEqual(calls, [1, 2])
+        self.assertEqual(sync.synced, 2)
+        sync.wait()  # one more commit, alone: one more sync
+        self.assertEqual(sync.synced, 3)
 
     def test_a_sync_waits_for_writers_under_way_and_covers_their_commits(self) -> None:
-        with tempfile.TemporaryDirectory() as directory:
-            database = os.path.join(directory, "db.sqlite3")
-            open(database + "-wal", "wb").close()
-            sync = transactions._LogSync(database)
-            calls = []
-            sync.begin()  # another writer is in its transaction
-            with (
-                mock.patch.object(transactions, "GATHER_SECONDS", 10),
-                mock.patch(
-                    "notebook.transactions.os.fsync", side_effect=lambda descriptor: calls.append(sync.committed)
-                ),
-            ):
-                first = threading.Thread(target=sync.wait)
-                first.start()
-                time.sleep(0.05)
-                self.assertEqual(calls, [])  # waiting for the writer under way
-                self.assertTrue(first.is_alive())
-                sync.wait(began=True)  # that writer commits: one sync covers both
-                first.join(10)
-            self.assertEqual(calls, [2])
-            self.assertEqual(sync.synced, 2)
+        sync = self.sync
+        calls = []
+        sync.begin()  # another writer is in its transaction
+        with (
+            mock.patch.object(transactions, "GATHER_SECONDS", 10),
+            mock.patch("notebook.transactions.os.fsync", side_effect=lambda descriptor: calls.append(sync.committed)),
+        ):
+            first = threading.Thread(target=sync.wait)
+            first.start()
+            time.sleep(0.05)
+            self.assertEqual(calls, [])  # waiting for the writer under way
+            self.assertTrue(first.is_alive())
+            sync.wait(began=True)  # that writer commits: one sync covers both
+            first.join(10)
+        self.assertEqual(calls, [2])
+        self.assertEqual(sync.synced, 2)
 
     def test_a_writer_that_fails_ends_the_wait(self) -> None:
-        with tempfile.TemporaryDirectory() as directory:
-            database = os.path.join(directory, "db.sqlite3")
-            open(database + "-wal", "wb").close()
-            sync = transactions._LogSync(database)
-            sync.begin()
-            with mock.patch.object(transactions, "GATHER_SECONDS", 10), mock.patch("notebook.transactions.os.fsync"):
-                first = threading.Thread(target=sync.wait)
-                first.start()
-                time.sleep(0.05)
-                started = time.monotonic()
-                sync.end()  # the writer's transaction failed: nothing more to wait for
-                first.join(10)
-                self.assertLess(time.monotonic() - started, 5)
-            self.assertEqual(sync.synced, 1)
+        sync = self.sync
+        sync.begin()
+        with mock.patch.object(transactions, "GATHER_SECONDS", 10), mock.patch("notebook.transactions.os.fsync"):
+            first = threading.Thread(target=sync.wait)
+            first.start()
+            time.sleep(0.05)
+            started = time.monotonic()
+            sync.end()  # the writer's transaction failed: nothing more to wait for
+            first.join(10)
+            self.assertLess(time.monotonic() - started, 5)
+        self.assertEqual(sync.synced, 1)
 
     def test_a_writer_that_takes_long_delays_the_sync_only_briefly(self) -> None:
-        with tempfile.TemporaryDirectory() as directory:
-            database = os.path.join(directory, "db.sqlite3")
-            open(database + "-wal", "wb").close()
-            sync = transactions._LogSync(database)
-            sync.begin()  # and never commits during this test
-            with mock.patch.object(transactions, "GATHER_SECONDS", 0.05), mock.patch("notebook.transactions.os.fsync"):
-                started = time.monotonic()
-                sync.wait()
-            self.assertGreaterEqual(time.monotonic() - started, 0.05)
-            self.assertEqual(sync.synced, 1)
+        sync = self.sync
+        sync.begin()  # and never commits during this test
+        with mock.patch.object(transactions, "GATHER_SECONDS", 0.05), mock.patch("notebook.transactions.os.fsync"):
+            started = time.monotonic()
+            sync.wait()
+        self.assertGreaterEqual(time.monotonic() - started, 0.05)
+        self.assertEqual(sync.synced, 1)
 
 
 @unittest.skipUnless(connection.vendor == "sqlite", "the writer connection is SQLite's")
