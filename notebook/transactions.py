@@ -175,13 +175,13 @@ class _DatabaseFile:
     """What this process's writers of one SQLite database file share: the queue, the writer
     connection, the group sync and the checkpointer."""
 
-    def __init__(self, alias: str, name: str, connection: BaseDatabaseWrapper) -> None:
+    def __init__(self, name: str, connection: BaseDatabaseWrapper) -> None:
         self.lock = threading.Lock()
         self.sync = _LogSync(name)
         # Same backend and settings as the threads' connections; opened on first use.
-        self.writer = type(connection)(connection.settings_dict, alias)
+        self.writer = type(connection)(connection.settings_dict, connection.alias)
         self.writer.inc_thread_sharing()
-        self.checkpointer = _Checkpointer(alias, self.lock)
+        self.checkpointer = _Checkpointer(connection.alias, self.lock)
 
 
 _files: dict[str, _DatabaseFile] = {}
@@ -195,7 +195,7 @@ def _file(connection: BaseDatabaseWrapper) -> _DatabaseFile:
         with _files_guard:
             found = _files.get(name)
             if found is None:
-                found = _files[name] = _DatabaseFile(connection.alias, name, connection)
+                found = _files[name] = _DatabaseFile(name, connection)
     return found
 
 
@@ -223,20 +223,16 @@ def write_transaction(using: str = DEFAULT_DB_ALIAS) -> Iterator[None]:
         with file.lock:
             # A thread whose connection is watched (DEBUG's query log, assertNumQueries,
             # execute wrappers) writes on it, so that the watchers see the statements.
-            if connection.queries_logged or connection.execute_wrappers:
-                with transaction.atomic(using=using):
-                    yield
-            else:
-                writer = file.writer
+            if not (connection.queries_logged or connection.execute_wrappers):
                 # What Django does for a thread's connection at each request's start: close
                 # it if an error left it unusable or it outlived CONN_MAX_AGE (reopened on use).
-                writer.close_if_unusable_or_obsolete()
-                connections[using] = writer
-                try:
-                    with transaction.atomic(using=using):
-                        yield
-                finally:
-                    connections[using] = connection
+                file.writer.close_if_unusable_or_obsolete()
+                connections[using] = file.writer
+            try:
+                with transaction.atomic(using=using):
+                    yield
+            finally:
+                connections[using] = connection
     except BaseException:
         file.sync.end()
         raise
