@@ -7,6 +7,8 @@ from typing import TypeVar
 
 from django.db import close_old_connections
 
+from notebook import transactions
+
 T = TypeVar("T")
 
 
@@ -19,14 +21,24 @@ async def run_sync(work: Callable[[], T]) -> T:
     code that calls back into async code (none here): the loop's executor and the
     caller's context variables. It halves the cost of the hop, which every tool call
     pays once. Each worker thread keeps its own database connection, as before.
+
+    A write's sync (SQLite's group sync, ``notebook.transactions``) is awaited here, after
+    the worker thread has returned, so that no thread blocks on the disk: the work's
+    result is returned only once its writes are on disk.
     """
+    pending = transactions.PendingSyncs()
 
     def call() -> T:
         close_old_connections()
         try:
-            return work()
+            with transactions.syncs_awaited_by(pending):
+                return work()
         finally:
             close_old_connections()
 
     context = contextvars.copy_context()
-    return await asyncio.get_running_loop().run_in_executor(None, context.run, call)
+    result = await asyncio.get_running_loop().run_in_executor(None, context.run, call)
+    # The work's writes are committed; it answers once they are on disk (on SQLite, the
+    # group sync), and its thread is free meanwhile.
+    await pending.wait()
+    return result

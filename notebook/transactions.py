@@ -24,15 +24,21 @@ A commit in WAL mode appends the pages it changed to the ``-wal`` file. SQLite's
 ``synchronous=FULL`` would sync that file inside every ``COMMIT``, while the writer holds
 the write lock (on this machine about 0.3 ms of waiting and 0.9 ms of kernel CPU per
 commit, all of it inside the queue). Instead the connections run ``synchronous=NORMAL``
-(``codex_site.settings``) and ``write_transaction`` syncs the log itself after the commit
-and before it returns, outside the lock: a *group sync*. Each returning writer takes a
-ticket; one sync at a time runs, and it covers every commit whose ticket was taken before
-it began. Before it starts, the sync waits briefly (``GATHER_SECONDS``, at most
-``GATHER_COMMITS`` commits) for the writers already queued or running to commit, so that
-they share it: on a virtual disk each sync costs far more CPU than the wait. A write is
-acknowledged only once its log pages are on disk, as with ``FULL``, and so survives a power
-loss. (Writes that do not go through ``write_transaction``, such as sign-in sessions and
-OAuth grants, are synced by the next notebook write or checkpoint.)
+(``codex_site.settings``) and the log is synced after the commit, outside the lock, by a
+thread per database file: a *group sync*. Each commit takes a ticket; one sync at a time
+runs, and it covers every commit whose ticket was taken before it began. Before it starts,
+the sync waits briefly (``GATHER_SECONDS``, at most ``GATHER_COMMITS`` commits) for the
+writers already queued or running to commit, so that they share it: on a virtual disk each
+sync costs far more CPU than the wait. ``write_transaction`` returns once its commit is
+synced. Inside ``syncs_awaited_by`` (the tools' boundary) it returns right after the
+commit and leaves the ticket to the caller, which awaits the sync in its event loop before
+it answers: the worker thread is free for the next call instead of blocked, and the sync
+thread wakes each event loop once for all the calls it covered. A write is acknowledged
+only once its log pages are on disk, as with ``FULL``, and so survives a power loss; a
+write whose sync fails is not acknowledged (``OperationalError``: the tools answer
+``unavailable``, and a retried save finds its entry). (Writes that do not go through
+``write_transaction``, such as sign-in sessions and OAuth grants, are synced by the next
+notebook write or checkpoint.)
 
 A *checkpoint* copies the log back into the database file and syncs both. SQLite's
 automatic checkpoint runs inside the ``COMMIT`` that takes the log past
@@ -47,14 +53,17 @@ PostgreSQL takes row locks as it goes and needs no such queue: there ``write_tra
 is exactly ``transaction.atomic``.
 """
 
+import asyncio
+import concurrent.futures
+import contextvars
 import logging
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from django.db import DEFAULT_DB_ALIAS, connections, transaction
+from django.db import DEFAULT_DB_ALIAS, OperationalError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 logger = logging.getLogger(__name__)
@@ -116,59 +125,154 @@ class _Checkpointer:
 
 
 class _LogSync:
-    """The group sync of one database file's write-ahead log (see the module docstring)."""
+    """The group sync of one database file's write-ahead log (see the module docstring):
+    a thread that syncs the log after commits, for every commit made before it began."""
 
     def __init__(self, database: str) -> None:
         self.log = database + "-wal"
-        self.tickets = threading.Condition()  # guards the counts below; notified as they change
-        self.syncing = threading.Lock()  # one sync at a time; guards ``synced``
+        lock = threading.Lock()  # guards everything below
+        self.committing = threading.Condition(lock)  # notified when a commit is made (or closing)
+        self.changed = threading.Condition(lock)  # notified when a writer commits or fails
         self.running = 0  # writers queued or in their transaction: commits on the way
         self.committed = 0  # tickets taken: commits whose pages are written to the log
+        self.settled = 0  # every ticket up to this one has had its sync, done or failed
         self.synced = 0  # every ticket up to this one is on disk
+        # Who waits for which ticket: (ticket, event loop or None for a blocked thread, callback).
+        self.waiting: list[tuple[int, asyncio.AbstractEventLoop | None, Callable[[Exception | None], None]]] = []
+        self.closed = False
+        self.thread = threading.Thread(target=self._run, name=f"sqlite-sync-{database}", daemon=True)
+        self.thread.start()
 
     def begin(self) -> None:
-        """A writer is on its way to a commit (``end`` or ``wait`` follows)."""
-        with self.tickets:
+        """A writer is on its way to a commit (``end`` or ``commit`` follows)."""
+        with self.changed:
             self.running += 1
 
     def end(self) -> None:
         """A writer that ``begin`` announced will not commit (its transaction failed)."""
-        with self.tickets:
+        with self.changed:
             self.running -= 1
-            self.tickets.notify_all()
+            self.changed.notify()
 
-    def wait(self, *, began: bool = False) -> None:
-        """Return once every commit made before this call is on disk; ``began``: the
-        caller's own commit, announced by ``begin``."""
-        with self.tickets:
+    def commit(self, *, began: bool = False) -> int:
+        """The ticket for every page written to the log so far: for a commit just made
+        (``began``: announced by ``begin``), or for commits other threads made, which may
+        not have taken their tickets yet (``wait_durable``). Its sync starts at once."""
+        with self.changed:
             self.committed += 1
             if began:
                 self.running -= 1
-            ticket = self.committed
-            self.tickets.notify_all()
-        with self.syncing:
+            self.changed.notify()
+            self.committing.notify()
+            return self.committed
+
+    def wait(self, ticket: int) -> None:
+        """Block until ``ticket``'s commit is on disk; raise if its sync failed."""
+        outcome: concurrent.futures.Future[None] = concurrent.futures.Future()
+        if self._waits(ticket, None, lambda error: _settle(outcome, error)):
+            outcome.result()
+
+    async def wait_async(self, ticket: int) -> None:
+        """``wait`` for a coroutine, whose event loop goes on meanwhile."""
+        loop = asyncio.get_running_loop()
+        outcome = loop.create_future()
+        if self._waits(ticket, loop, lambda error: _settle(outcome, error)):
+            await outcome
+
+    def _waits(
+        self, ticket: int, loop: asyncio.AbstractEventLoop | None, settle: Callable[[Exception | None], None]
+    ) -> bool:
+        """Register ``settle`` for ``ticket``'s sync (it runs in ``loop``, or in the sync's
+        thread); False if that sync is already done. Raise if it failed."""
+        with self.changed:
             if self.synced >= ticket:
-                return  # a sync that began after our commit has finished
-            with self.tickets:
+                return False
+            if self.settled >= ticket:
+                raise _sync_failed()
+            self.waiting.append((ticket, loop, settle))
+        return True
+
+    def close(self) -> None:
+        """Stop the sync's thread once every commit has had its sync (for tests, which
+        make syncs of their own)."""
+        with self.changed:
+            self.closed = True
+            self.committing.notify()
+        self.thread.join()
+
+    def _run(self) -> None:
+        while True:
+            with self.changed:
+                while self.committed == self.settled:
+                    if self.closed:
+                        return
+                    self.committing.wait()
                 # Writers on their way commit within moments: wait for them to share this sync.
                 deadline = time.monotonic() + GATHER_SECONDS
-                while self.running and self.committed - self.synced < GATHER_COMMITS:
+                while self.running and self.committed - self.settled < GATHER_COMMITS:
                     remaining = deadline - time.monotonic()
-                    if remaining <= 0 or not self.tickets.wait(remaining):
+                    if remaining <= 0 or not self.changed.wait(remaining):
                         break
                 covered = self.committed  # every commit so far wrote its pages before its ticket
-            try:
-                descriptor = os.open(self.log, os.O_RDONLY)
-            except FileNotFoundError:
-                # No log: the last connection checkpointed it into the database file,
-                # synced, and removed it; what it held is on disk.
-                self.synced = covered
-                return
-            try:
-                os.fsync(descriptor)
-            finally:
-                os.close(descriptor)
-            self.synced = covered
+            error = self._sync()
+            with self.changed:
+                self.settled = covered
+                if error is None:
+                    self.synced = covered
+                due = [waiter for waiter in self.waiting if waiter[0] <= covered]
+                self.waiting = [waiter for waiter in self.waiting if waiter[0] > covered]
+            # One wake-up per event loop for all its calls that waited for this sync.
+            by_loop: dict[asyncio.AbstractEventLoop | None, list[Callable[[Exception | None], None]]] = {}
+            for _, loop, settle in due:
+                by_loop.setdefault(loop, []).append(settle)
+            for loop, settles in by_loop.items():
+                if loop is None:
+                    _settle_all(settles, error)
+                else:
+                    loop.call_soon_threadsafe(_settle_all, settles, error)
+
+    def _sync(self) -> Exception | None:
+        """Sync the log; the failure, if it failed."""
+        try:
+            descriptor = os.open(self.log, os.O_RDONLY)
+        except FileNotFoundError:
+            # No log: the last connection checkpointed it into the database file,
+            # synced, and removed it; what it held is on disk.
+            return None
+        except OSError as error:
+            return _logged(error, self.log)
+        try:
+            os.fsync(descriptor)
+        except OSError as error:
+            return _logged(error, self.log)
+        finally:
+            os.close(descriptor)
+        return None
+
+
+def _logged(error: OSError, log: str) -> OperationalError:
+    logger.error("Syncing the SQLite log %s failed: %s", log, error)
+    return _sync_failed()
+
+
+def _sync_failed() -> OperationalError:
+    """What a write whose commit could not be synced raises: it is not acknowledged, and
+    the tools answer ``unavailable`` (retry), as for any database outage."""
+    return OperationalError("the SQLite log could not be synced to disk")
+
+
+def _settle(outcome: "asyncio.Future[None] | concurrent.futures.Future[None]", error: Exception | None) -> None:
+    if not outcome.done():  # a call that was cancelled no longer waits
+        if error is None:
+            outcome.set_result(None)
+        else:
+            outcome.set_exception(error)
+
+
+def _settle_all(settles: list[Callable[[Exception | None], None]], error: Exception | None) -> None:
+    for settle in settles:
+        # A fresh exception for each: each is raised, and gets a traceback, in its own call.
+        settle(None if error is None else _sync_failed())
 
 
 class _DatabaseFile:
@@ -204,11 +308,53 @@ def writer_lock(using: str = DEFAULT_DB_ALIAS) -> threading.Lock:
     return _file(connections[using]).lock
 
 
+class PendingSyncs:
+    """The commits a call made without waiting for their sync, inside ``syncs_awaited_by``:
+    awaited (``wait``) before the call answers."""
+
+    def __init__(self) -> None:
+        self.tickets: dict[_LogSync, int] = {}
+
+    def add(self, sync: _LogSync, ticket: int) -> None:
+        self.tickets[sync] = max(ticket, self.tickets.get(sync, 0))
+
+    async def wait(self) -> None:
+        """Return once every commit recorded is on disk; raise ``OperationalError`` if a
+        sync failed."""
+        for sync, ticket in self.tickets.items():
+            await sync.wait_async(ticket)
+
+
+_pending: contextvars.ContextVar[PendingSyncs | None] = contextvars.ContextVar("pending_syncs", default=None)
+
+
+@contextmanager
+def syncs_awaited_by(pending: PendingSyncs) -> Iterator[None]:
+    """Inside this block a write returns right after its commit and records its sync in
+    ``pending``, which the caller awaits before it acknowledges anything: a worker thread
+    does not block for a sync (the tools' boundary, ``mcp_endpoint.boundary``)."""
+    reset = _pending.set(pending)
+    try:
+        yield
+    finally:
+        _pending.reset(reset)
+
+
+def _durable(sync: _LogSync, ticket: int) -> None:
+    """Wait for ``ticket``'s sync here, or leave it to the caller that awaits it."""
+    pending = _pending.get()
+    if pending is None:
+        sync.wait(ticket)
+    else:
+        pending.add(sync, ticket)
+
+
 @contextmanager
 def write_transaction(using: str = DEFAULT_DB_ALIAS) -> Iterator[None]:
     """``transaction.atomic`` for a write, queued behind this process's other writers on
     SQLite, run on the writer connection, and returning once the commit is on disk (the
-    group sync). Use it as ``@write_transaction()`` on a service or as a ``with`` block.
+    group sync), or, inside ``syncs_awaited_by``, with its sync left to the caller.
+    Use it as ``@write_transaction()`` on a service or as a ``with`` block.
     Inside another transaction it is a nested ``atomic`` (a savepoint) on that
     transaction's connection and takes no lock: the outer transaction already holds the
     write lock, or is a test's."""
@@ -236,15 +382,17 @@ def write_transaction(using: str = DEFAULT_DB_ALIAS) -> Iterator[None]:
     except BaseException:
         file.sync.end()
         raise
-    file.sync.wait(began=True)
+    _durable(file.sync, file.sync.commit(began=True))
     file.checkpointer.nudge()
 
 
 def wait_durable(using: str = DEFAULT_DB_ALIAS) -> None:
-    """Return once every commit made so far is on disk: for answering with a write this
-    thread did not make (a replayed save returns the entry another call saved, which may
-    still be waiting for its sync). Inside a transaction, and on PostgreSQL, there is
-    nothing to wait for: the outer commit, or PostgreSQL's own, makes it durable."""
+    """Return once every commit made so far is on disk (or, inside ``syncs_awaited_by``,
+    leave that to the caller): for answering with a write this thread did not make (a
+    replayed save returns the entry another call saved, which may still be waiting for its
+    sync). Inside a transaction, and on PostgreSQL, there is nothing to wait for: the outer
+    commit, or PostgreSQL's own, makes it durable."""
     connection = connections[using]
     if connection.vendor == "sqlite" and not connection.in_atomic_block:
-        _file(connection).sync.wait()
+        sync = _file(connection).sync
+        _durable(sync, sync.commit())

@@ -1,6 +1,7 @@
 """SQLite writes: acknowledged once on disk (the group sync), checkpointed off the request path
 (notebook.transactions)."""
 
+import asyncio
 import os
 import sqlite3
 import tempfile
@@ -11,13 +12,16 @@ import uuid
 from unittest import mock
 
 from django.contrib.auth import get_user_model
-from django.db import DEFAULT_DB_ALIAS, connection, connections
+from django.db import DEFAULT_DB_ALIAS, OperationalError, connection, connections
 from django.test import TransactionTestCase
 from django.test.utils import CaptureQueriesContext
 
+from mcp_endpoint.boundary import run_sync
+from mcp_endpoint.results import run_tool
 from notebook import services, transactions
 from notebook.exceptions import NotFound
 from notebook.models import Entry
+from notebook.representations import entry_dict
 from notebook.transactions import write_transaction
 from notebook.validation import parse_entry_input
 
@@ -191,6 +195,7 @@ class LogSyncTicketsTest(unittest.TestCase):
         database = os.path.join(directory, "db.sqlite3")
         open(database + "-wal", "wb").close()
         self.sync = transactions._LogSync(database)
+        self.addCleanup(self.sync.close)
 
     def test_a_sync_covers_commits_made_before_it_began_and_not_after(self) -> None:
         sync = self.sync
@@ -204,19 +209,15 @@ class LogSyncTicketsTest(unittest.TestCase):
                 release.wait(10)
 
         with mock.patch("notebook.transactions.os.fsync", side_effect=fsync):
-            first = threading.Thread(target=sync.wait)
-            first.start()
+            first = sync.commit()
             inside.wait(10)  # the first sync runs, covering ticket 1 only
-            late = threading.Thread(target=sync.wait)
-            late.start()  # a commit during that sync: needs a sync of its own
-            while sync.committed < 2:
-                time.sleep(0.001)
+            late = sync.commit()  # a commit during that sync: needs a sync of its own
             release.set()
-            first.join(10)
-            late.join(10)
+            sync.wait(first)
+            sync.wait(late)
         self.assertEqual(calls, [1, 2])
         self.assertEqual(sync.synced, 2)
-        sync.wait()  # one more commit, alone: one more sync
+        sync.wait(sync.commit())  # one more commit, alone: one more sync
         self.assertEqual(sync.synced, 3)
 
     def test_a_sync_waits_for_writers_under_way_and_covers_their_commits(self) -> None:
@@ -227,13 +228,13 @@ class LogSyncTicketsTest(unittest.TestCase):
             mock.patch.object(transactions, "GATHER_SECONDS", 10),
             mock.patch("notebook.transactions.os.fsync", side_effect=lambda descriptor: calls.append(sync.committed)),
         ):
-            first = threading.Thread(target=sync.wait)
-            first.start()
+            first = sync.commit()
             time.sleep(0.05)
             self.assertEqual(calls, [])  # waiting for the writer under way
-            self.assertTrue(first.is_alive())
-            sync.wait(began=True)  # that writer commits: one sync covers both
-            first.join(10)
+            self.assertEqual(sync.synced, 0)
+            second = sync.commit(began=True)  # that writer commits: one sync covers both
+            sync.wait(first)
+            sync.wait(second)
         self.assertEqual(calls, [2])
         self.assertEqual(sync.synced, 2)
 
@@ -241,12 +242,11 @@ class LogSyncTicketsTest(unittest.TestCase):
         sync = self.sync
         sync.begin()
         with mock.patch.object(transactions, "GATHER_SECONDS", 10), mock.patch("notebook.transactions.os.fsync"):
-            first = threading.Thread(target=sync.wait)
-            first.start()
+            ticket = sync.commit()
             time.sleep(0.05)
             started = time.monotonic()
             sync.end()  # the writer's transaction failed: nothing more to wait for
-            first.join(10)
+            sync.wait(ticket)
             self.assertLess(time.monotonic() - started, 5)
         self.assertEqual(sync.synced, 1)
 
@@ -255,9 +255,105 @@ class LogSyncTicketsTest(unittest.TestCase):
         sync.begin()  # and never commits during this test
         with mock.patch.object(transactions, "GATHER_SECONDS", 0.05), mock.patch("notebook.transactions.os.fsync"):
             started = time.monotonic()
-            sync.wait()
+            sync.wait(sync.commit())
         self.assertGreaterEqual(time.monotonic() - started, 0.05)
         self.assertEqual(sync.synced, 1)
+
+    def test_a_failed_sync_fails_the_commits_it_covered_and_later_commits_sync_anew(self) -> None:
+        sync = self.sync
+        with (
+            mock.patch("notebook.transactions.os.fsync", side_effect=[OSError(5, "Input/output error"), None]),
+            self.assertLogs("notebook.transactions", "ERROR"),
+        ):
+            failed = sync.commit()
+            with self.assertRaises(OperationalError):
+                sync.wait(failed)
+            with self.assertRaises(OperationalError):  # asked again: still not acknowledged
+                sync.wait(failed)
+            sync.wait(sync.commit())
+        self.assertEqual((sync.settled, sync.synced), (2, 2))
+
+    def test_a_coroutine_waits_for_the_sync_while_its_event_loop_runs_on(self) -> None:
+        sync = self.sync
+        inside, release = threading.Event(), threading.Event()
+
+        def fsync(descriptor: int) -> None:
+            inside.set()
+            release.wait(10)
+
+        async def scenario() -> list[str]:
+            ticket = sync.commit()
+            waiting = [asyncio.create_task(sync.wait_async(ticket)) for _ in range(3)]
+            await asyncio.to_thread(inside.wait, 10)
+            await asyncio.sleep(0.05)  # the loop goes on while the sync runs
+            states = ["waiting" if not task.done() else "done" for task in waiting]
+            release.set()
+            await asyncio.wait_for(asyncio.gather(*waiting), 10)
+            await sync.wait_async(ticket)  # already synced: returns at once
+            return states
+
+        with mock.patch("notebook.transactions.os.fsync", side_effect=fsync):
+            self.assertEqual(asyncio.run(scenario()), ["waiting"] * 3)
+        self.assertEqual(sync.synced, 1)
+
+
+@unittest.skipUnless(connection.vendor == "sqlite", "the group sync is SQLite's WAL")
+class AwaitedSyncTest(TransactionTestCase):
+    """Through the tools' boundary (``run_sync``), a write's worker thread returns right after
+    the commit, and the call answers only once the sync is done."""
+
+    def setUp(self) -> None:
+        self.codex = services.codex_for_user(user=get_user_model().objects.create_user("alice"))
+
+    def save(self, request_id: str) -> Entry:
+        return services.entry_save(codex=self.codex, request_id=request_id, data=parse_entry_input({"content": "x"}))
+
+    def test_the_call_answers_after_the_sync_and_its_thread_is_free_before(self) -> None:
+        inside, release, returned = threading.Event(), threading.Event(), threading.Event()
+        real_fsync = os.fsync
+
+        def fsync(descriptor: int) -> None:
+            inside.set()
+            release.wait(10)
+            real_fsync(descriptor)
+
+        def work() -> Entry:
+            try:
+                return self.save("r-1")
+            finally:
+                returned.set()
+
+        async def scenario() -> tuple[bool, bool, Entry]:
+            call = asyncio.create_task(run_sync(work))
+            thread_done = await asyncio.to_thread(returned.wait, 5)  # before the sync ends
+            await asyncio.to_thread(inside.wait, 10)
+            await asyncio.sleep(0.05)
+            answered_before_sync = call.done()
+            release.set()
+            return thread_done, answered_before_sync, await asyncio.wait_for(call, 10)
+
+        with mock.patch("notebook.transactions.os.fsync", side_effect=fsync):
+            thread_done, answered_before_sync, entry = asyncio.run(scenario())
+        self.assertTrue(thread_done)
+        self.assertFalse(answered_before_sync)
+        self.assertEqual(entry.revision, 1)
+
+    def test_a_call_whose_sync_fails_answers_unavailable_not_its_result(self) -> None:
+        with (
+            mock.patch("notebook.transactions.os.fsync", side_effect=OSError(5, "Input/output error")),
+            self.assertLogs("notebook.transactions", "ERROR"),
+            self.assertLogs("mcp_endpoint.results", "WARNING"),
+        ):
+            result = asyncio.run(run_tool("field_notes_save", lambda: {"entry": entry_dict(self.save("r-1"))}))
+        self.assertTrue(result["isError"])
+        self.assertIn('"code":"unavailable"', result["content"][0]["text"])
+
+    def test_a_replayed_save_through_the_boundary_waits_for_the_sync_too(self) -> None:
+        self.save("r-1")
+        with mock.patch("notebook.transactions.os.fsync", wraps=os.fsync) as fsync:
+            entry = asyncio.run(run_sync(lambda: self.save("r-1")))
+        self.assertEqual(entry.revision, 1)
+        self.assertEqual(fsync.call_count, 1)
 
 
 @unittest.skipUnless(connection.vendor == "sqlite", "the writer connection is SQLite's")
