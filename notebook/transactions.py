@@ -130,9 +130,9 @@ class _LogSync:
 
     def __init__(self, database: str) -> None:
         self.log = database + "-wal"
-        lock = threading.Lock()  # guards everything below
-        self.committing = threading.Condition(lock)  # notified when a commit is made (or closing)
-        self.changed = threading.Condition(lock)  # notified when a writer commits or fails
+        self.lock = threading.Lock()  # guards everything below
+        self.committing = threading.Condition(self.lock)  # notified when a commit is made (or closing)
+        self.gathered = threading.Condition(self.lock)  # notified when the sync need wait no longer
         self.running = 0  # writers queued or in their transaction: commits on the way
         self.committed = 0  # tickets taken: commits whose pages are written to the log
         self.settled = 0  # every ticket up to this one has had its sync, done or failed
@@ -145,26 +145,32 @@ class _LogSync:
 
     def begin(self) -> None:
         """A writer is on its way to a commit (``end`` or ``commit`` follows)."""
-        with self.changed:
+        with self.lock:
             self.running += 1
 
     def end(self) -> None:
         """A writer that ``begin`` announced will not commit (its transaction failed)."""
-        with self.changed:
+        with self.lock:
             self.running -= 1
-            self.changed.notify()
+            self._notify_if_gathered()
 
     def commit(self, *, began: bool = False) -> int:
         """The ticket for every page written to the log so far: for a commit just made
         (``began``: announced by ``begin``), or for commits other threads made, which may
         not have taken their tickets yet (``wait_durable``). Its sync starts at once."""
-        with self.changed:
+        with self.lock:
             self.committed += 1
             if began:
                 self.running -= 1
-            self.changed.notify()
             self.committing.notify()
+            self._notify_if_gathered()
             return self.committed
+
+    def _notify_if_gathered(self) -> None:
+        # Only then: each wake-up of the sync's thread costs a context switch, and most
+        # commits come while it waits for more.
+        if not self.running or self.committed - self.settled >= GATHER_COMMITS:
+            self.gathered.notify()
 
     def wait(self, ticket: int) -> None:
         """Block until ``ticket``'s commit is on disk; raise if its sync failed."""
@@ -184,7 +190,7 @@ class _LogSync:
     ) -> bool:
         """Register ``settle`` for ``ticket``'s sync (it runs in ``loop``, or in the sync's
         thread); False if that sync is already done. Raise if it failed."""
-        with self.changed:
+        with self.lock:
             if self.synced >= ticket:
                 return False
             if self.settled >= ticket:
@@ -195,14 +201,14 @@ class _LogSync:
     def close(self) -> None:
         """Stop the sync's thread once every commit has had its sync (for tests, which
         make syncs of their own)."""
-        with self.changed:
+        with self.lock:
             self.closed = True
             self.committing.notify()
         self.thread.join()
 
     def _run(self) -> None:
         while True:
-            with self.changed:
+            with self.lock:
                 while self.committed == self.settled:
                     if self.closed:
                         return
@@ -211,11 +217,11 @@ class _LogSync:
                 deadline = time.monotonic() + GATHER_SECONDS
                 while self.running and self.committed - self.settled < GATHER_COMMITS:
                     remaining = deadline - time.monotonic()
-                    if remaining <= 0 or not self.changed.wait(remaining):
+                    if remaining <= 0 or not self.gathered.wait(remaining):
                         break
                 covered = self.committed  # every commit so far wrote its pages before its ticket
             error = self._sync()
-            with self.changed:
+            with self.lock:
                 self.settled = covered
                 if error is None:
                     self.synced = covered
