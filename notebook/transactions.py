@@ -220,10 +220,10 @@ class _LogSync:
                     if remaining <= 0 or not self.gathered.wait(remaining):
                         break
                 covered = self.committed  # every commit so far wrote its pages before its ticket
-            error = self._sync()
+            synced = self._sync()
             with self.lock:
                 self.settled = covered
-                if error is None:
+                if synced:
                     self.synced = covered
                 due = [waiter for waiter in self.waiting if waiter[0] <= covered]
                 self.waiting = [waiter for waiter in self.waiting if waiter[0] > covered]
@@ -233,32 +233,26 @@ class _LogSync:
                 by_loop.setdefault(loop, []).append(settle)
             for loop, settles in by_loop.items():
                 if loop is None:
-                    _settle_all(settles, error)
+                    _settle_all(settles, synced)
                 else:
-                    loop.call_soon_threadsafe(_settle_all, settles, error)
+                    loop.call_soon_threadsafe(_settle_all, settles, synced)
 
-    def _sync(self) -> Exception | None:
-        """Sync the log; the failure, if it failed."""
+    def _sync(self) -> bool:
+        """Sync the log; whether it is on disk (a failure is logged)."""
         try:
             descriptor = os.open(self.log, os.O_RDONLY)
+            try:
+                os.fsync(descriptor)
+            finally:
+                os.close(descriptor)
         except FileNotFoundError:
             # No log: the last connection checkpointed it into the database file,
             # synced, and removed it; what it held is on disk.
-            return None
+            return True
         except OSError as error:
-            return _logged(error, self.log)
-        try:
-            os.fsync(descriptor)
-        except OSError as error:
-            return _logged(error, self.log)
-        finally:
-            os.close(descriptor)
-        return None
-
-
-def _logged(error: OSError, log: str) -> OperationalError:
-    logger.error("Syncing the SQLite log %s failed: %s", log, error)
-    return _sync_failed()
+            logger.error("Syncing the SQLite log %s failed: %s", self.log, error)
+            return False
+        return True
 
 
 def _sync_failed() -> OperationalError:
@@ -275,10 +269,10 @@ def _settle(outcome: "asyncio.Future[None] | concurrent.futures.Future[None]", e
             outcome.set_exception(error)
 
 
-def _settle_all(settles: list[Callable[[Exception | None], None]], error: Exception | None) -> None:
+def _settle_all(settles: list[Callable[[Exception | None], None]], synced: bool) -> None:
     for settle in settles:
         # A fresh exception for each: each is raised, and gets a traceback, in its own call.
-        settle(None if error is None else _sync_failed())
+        settle(None if synced else _sync_failed())
 
 
 class _DatabaseFile:
