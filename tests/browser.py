@@ -92,5 +92,8 @@ class BrowserPages:
         self.wait().until(expected_conditions.url_contains("/accounts/login/"))
         self.web.find_element(By.ID, "id_username").send_keys(username)
         self.web.find_element(By.ID, "id_password").send_keys(f"{username}-password")
+        login_page = self.web.find_element(By.TAG_NAME, "html")
         self.web.find_element(By.CSS_SELECTOR, "button[type=submit].primary").click()
+        # The sign-in page has an h1 too: first wait for it to go, or a test may read it.
+        self.wait().until(expected_conditions.staleness_of(login_page))
         self.wait().until(expected_conditions.presence_of_element_located((By.TAG_NAME, "h1")))
