@@ -40,11 +40,25 @@ from notebook.writers import APPLICATION
 LIKE = "like"  # a substring test of each searched column, row by row along the walk (LIKE; SQLite: INSTR)
 TRIGRAM = "trigram"  # by the trigram index: SQLite's FTS5 table; PostgreSQL's GIN indexes serve the LIKE itself
 
-# SQLite: the ids of entries whose FTS5 trigram row matches a phrase (migration 0002).
+# SQLite: the ids of entries that hold a normalized query, by the FTS5 trigram table
+# (migration 0002), whose row matches the query as a phrase, and among the fewer than 32
+# entries still waiting for their batch (migration 0007), by INSTR. Its parameters:
+# ``sqlite_trigram_params``.
 SQLITE_TRIGRAM_MATCH = (
     "SELECT k.entry_id FROM notebook_entry_trigram_key k WHERE k.rowid IN "
     "(SELECT rowid FROM notebook_entry_trigram WHERE notebook_entry_trigram MATCH %s)"
+    " UNION ALL "
+    "SELECT k.entry_id FROM notebook_entry_trigram_key k INNER JOIN notebook_entry e ON e.id = k.entry_id"
+    " WHERE k.rowid > (SELECT indexed FROM notebook_entry_trigram_state)"
+    " AND (INSTR(e.search_title, %s) > 0 OR INSTR(e.search_content, %s) > 0 OR INSTR(e.search_tags_text, %s) > 0)"
 )
+
+
+def sqlite_trigram_params(normalized_query: str) -> list[str]:
+    """``SQLITE_TRIGRAM_MATCH``'s parameters: the FTS5 phrase (its consecutive trigrams, a
+    substring), then the query for each INSTR."""
+    return ['"' + normalized_query.replace('"', '""') + '"'] + [normalized_query] * 3
+
 
 # Never read by a search: the full content (only its excerpt is), the provenance, and the
 # tags' joined text, which only the trigram index reads.
@@ -192,7 +206,7 @@ class _Database:
         if shape.query == LIKE or (shape.query == TRIGRAM and self.vendor != "sqlite"):
             where.append((self.like, ("like",) * len(_LIKE_COLUMNS)))
         elif shape.query == TRIGRAM:
-            where.append((f"{self.entry_id} IN ({SQLITE_TRIGRAM_MATCH})", ("phrase",)))
+            where.append((f"{self.entry_id} IN ({SQLITE_TRIGRAM_MATCH})", ("trigram",)))
         conditions = " AND ".join(sql for sql, _ in where)
         if len(where) > 1:
             conditions = f"({conditions})"
@@ -271,8 +285,8 @@ class SearchStatements(PerDatabase):
             values["application"] = revision.get_field("writer_kind").get_db_prep_value(APPLICATION, connection)
         if prefilter is not None:
             values["like"] = database.like_value(query)
-            # An FTS5 phrase: its consecutive trigrams, a substring.
-            values["phrase"] = '"' + query.replace('"', '""') + '"'
+            if database.vendor == "sqlite":
+                values["trigram"] = sqlite_trigram_params(query)
         params = self._params(database, names, values)
         found = run(connection, f"{sql} LIMIT {int(limit)}", params, fetchall)
         return _entries(found, columns, database, connection)
@@ -333,7 +347,7 @@ class SearchStatements(PerDatabase):
     def _params(database: _Database, names: Sequence[str], values: dict[str, Any]) -> list[Any]:
         params: list[Any] = []
         for name in names:
-            if name == "excerpt":
+            if name in ("excerpt", "trigram"):
                 params.extend(values[name])
             else:
                 params.append(values[name])

@@ -16,7 +16,14 @@ from notebook.exceptions import InvalidArgument, NotFound
 from notebook.limits import CANDIDATES_PER_PAGE, EXCERPT_CHARS
 from notebook.models import SEARCH_TAGS_SEPARATOR, Codex, Entry, EntryRevision
 from notebook.rows import KeyedRead
-from notebook.search_sql import LIKE, SEARCH_COLUMNS, SQLITE_TRIGRAM_MATCH, TRIGRAM, SearchStatements
+from notebook.search_sql import (
+    LIKE,
+    SEARCH_COLUMNS,
+    SQLITE_TRIGRAM_MATCH,
+    TRIGRAM,
+    SearchStatements,
+    sqlite_trigram_params,
+)
 from notebook.validation import SearchParams, canonical_json, normalize_for_search
 from notebook.writers import APPLICATION
 
@@ -117,11 +124,11 @@ def _query_prefilter(normalized_query: str) -> Q:
     A superset of the matches (it may span two tags), which ``_matches`` then
     narrows exactly. The columns are already normalized, so a case-sensitive
     LIKE is right, and pg_trgm's GIN indexes serve it; on SQLite the FTS5
-    trigram table answers a phrase query: its consecutive trigrams, a substring.
+    trigram table answers a phrase query (its consecutive trigrams, a substring), and
+    INSTR tests the few entries still waiting for their batch (migration 0007).
     """
     if connection.vendor == "sqlite":
-        phrase = '"' + normalized_query.replace('"', '""') + '"'
-        return Q(id__in=RawSQL(SQLITE_TRIGRAM_MATCH, [phrase]))
+        return Q(id__in=RawSQL(SQLITE_TRIGRAM_MATCH, sqlite_trigram_params(normalized_query)))
     # Django escapes %, _ and \ in ``contains``.
     return (
         Q(search_title__contains=normalized_query)

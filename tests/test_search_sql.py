@@ -23,7 +23,7 @@ from notebook import search_sql, selectors, services
 from notebook.limits import EXCERPT_CHARS
 from notebook.models import Codex, Entry, EntryRelatedAgent, EntryRevision, EntryTag
 from notebook.rows import ModelColumns
-from notebook.search_sql import LIKE, SQLITE_TRIGRAM_MATCH, TRIGRAM, SearchStatements
+from notebook.search_sql import LIKE, SQLITE_TRIGRAM_MATCH, TRIGRAM, SearchStatements, sqlite_trigram_params
 from notebook.validation import parse_entry_input
 from notebook.writers import APPLICATION
 from tests.base import NotebookTestCase
@@ -65,8 +65,7 @@ def orm_candidates(
         revisions = EntryRevision.objects.filter(writer_kind=APPLICATION, writer_client_id=written_by)
         candidates = candidates.filter(Exists(revisions.filter(codex=codex, entry=OuterRef("pk"))))
     if prefilter == TRIGRAM and connection.vendor == "sqlite":
-        phrase = '"' + query.replace('"', '""') + '"'
-        candidates = candidates.filter(id__in=RawSQL(SQLITE_TRIGRAM_MATCH, [phrase]))
+        candidates = candidates.filter(id__in=RawSQL(SQLITE_TRIGRAM_MATCH, sqlite_trigram_params(query)))
     elif prefilter is not None and connection.vendor == "sqlite":
         candidates = candidates.filter(
             GreaterThan(StrIndex("search_title", Value(query)), 0)

@@ -5,21 +5,25 @@ Python. The index only narrows candidates, so following cursors must list exactl
 the plain scan's matches, in the same order, each once, whatever the query.
 """
 
+import importlib
 import random
 import unittest
 import uuid
+from typing import Any
 from unittest import mock
 
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from notebook import selectors, services
 from notebook.models import Entry
-from notebook.search_sql import SQLITE_TRIGRAM_MATCH
+from notebook.search_sql import SQLITE_TRIGRAM_MATCH, sqlite_trigram_params
 from notebook.selectors import TRIGRAM_MIN_CHARS
 from notebook.validation import normalize_for_search, parse_entry_input
 from tests.base import NotebookTestCase
 from tests.test_selectors_search import follow, search
+
+BATCH = importlib.import_module("notebook.migrations.0007_trigram_batches").BATCH
 
 # Pieces that NFKC or case folding change (ﬁ -> fi, ß -> ss, İ -> i̇, Ⅻ -> xii,
 # full-width letters), LIKE's metacharacters, FTS5's quote, and plain words.
@@ -125,7 +129,43 @@ def plain_scan(entries: list[Entry], query: str) -> list[uuid.UUID]:
     return matches
 
 
-class IndexedSearchAgreesWithPlainScanTest(NotebookTestCase):
+def _varint(data: bytes) -> int:
+    """The first of SQLite's variable-length integers in ``data`` (FTS5 writes its counts so)."""
+    value = 0
+    for position, byte in enumerate(data[:9]):
+        if position == 8:
+            return (value << 8) | byte
+        value = (value << 7) | (byte & 0x7F)
+        if not byte & 0x80:
+            break
+    return value
+
+
+class FtsCoverage:
+    """SQLite: what the FTS5 trigram table covers, checked against its own bookkeeping."""
+
+    def fts_coverage(self: Any) -> tuple[set[str], set[str]]:
+        """Entry ids (hex) the FTS5 table covers and those waiting for their batch. Checks
+        that every entry has a key row, that the table holds a document for exactly the
+        covered ones, and that its own count of documents agrees (a contentless table told
+        to delete a row it never held would lower that count, and nothing else would show it)."""
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT indexed FROM notebook_entry_trigram_state")
+            (indexed,) = cursor.fetchone()
+            cursor.execute("SELECT rowid, entry_id FROM notebook_entry_trigram_key")
+            keys = dict(cursor.fetchall())
+            cursor.execute("SELECT id FROM notebook_entry_trigram_docsize")
+            documents = {row[0] for row in cursor.fetchall()}
+            cursor.execute("SELECT block FROM notebook_entry_trigram_data WHERE id = 1")
+            averages = cursor.fetchone()
+        self.assertEqual(set(keys.values()), {entry_id.hex for entry_id in Entry.objects.values_list("id", flat=True)})
+        self.assertEqual(documents, {rowid for rowid in keys if rowid <= indexed})
+        self.assertEqual(_varint(averages[0]) if averages else 0, len(documents))
+        covered = {entry_id for rowid, entry_id in keys.items() if rowid <= indexed}
+        return covered, set(keys.values()) - covered
+
+
+class IndexedSearchAgreesWithPlainScanTest(FtsCoverage, NotebookTestCase):
     @classmethod
     def setUpTestData(cls) -> None:
         super().setUpTestData()
@@ -142,8 +182,27 @@ class IndexedSearchAgreesWithPlainScanTest(NotebookTestCase):
             )
             # Bob's codex holds the same words; they must never show up in Alice's results.
             services.entry_save(codex=cls.bob_codex, request_id=f"r{i}", data=parse_entry_input(entry))
-        # Edits and deletions must reach the index (triggers on SQLite).
-        for entry in entries[:40]:
+        # Edits and deletions must reach the index (triggers on SQLite), made to entries the
+        # FTS5 table already covers and, on SQLite, to entries still waiting for their batch
+        # (migration 0007): the later ones below, some of which a batch then covers.
+        later = [cls.save_random(rng, f"later{i}") for i in range(BATCH // 2)]
+        cls.change_random(rng, entries[:40] + later[:5], entries[40:60] + later[5:8])
+        latest = [cls.save_random(rng, f"latest{i}") for i in range(BATCH)]
+        cls.change_random(rng, latest[-6:-3], latest[-3:-1])
+        # Random substrings of stored text, as agents would search for.
+        for entry in Entry.objects.filter(codex=cls.alice_codex).order_by("?")[:40]:
+            text = rng.choice([entry.content, *(entry.tags or [entry.content])])
+            start = rng.randrange(len(text))
+            cls.rng_queries.append(text[start : start + rng.randint(1, 6)])
+
+    @classmethod
+    def save_random(cls, rng: random.Random, request_id: str) -> Entry:
+        entry = {"content": random_content(rng, rng.randint(1, 12)), "tags": [random_text(rng, 2)]}
+        return services.entry_save(codex=cls.alice_codex, request_id=request_id, data=parse_entry_input(entry))
+
+    @classmethod
+    def change_random(cls, rng: random.Random, updated: list[Entry], deleted: list[Entry]) -> None:
+        for entry in updated:
             replacement = {"content": random_content(rng, rng.randint(1, 8)), "tags": [random_text(rng, 2)]}
             services.entry_update(
                 codex=cls.alice_codex,
@@ -151,12 +210,13 @@ class IndexedSearchAgreesWithPlainScanTest(NotebookTestCase):
                 expected_revision=entry.revision,
                 data=parse_entry_input(replacement),
             )
-        Entry.objects.filter(id__in=[entry.id for entry in entries[40:60]]).delete()
-        # Random substrings of stored text, as agents would search for.
-        for entry in Entry.objects.filter(codex=cls.alice_codex).order_by("?")[:40]:
-            text = rng.choice([entry.content, *(entry.tags or [entry.content])])
-            start = rng.randrange(len(text))
-            cls.rng_queries.append(text[start : start + rng.randint(1, 6)])
+        Entry.objects.filter(id__in=[entry.id for entry in deleted]).delete()
+
+    @unittest.skipUnless(connection.vendor == "sqlite", "the batches are SQLite's")
+    def test_the_data_has_entries_on_both_sides_of_the_batches(self) -> None:
+        covered, waiting = self.fts_coverage()
+        self.assertGreater(len(covered), 400)
+        self.assertTrue(1 <= len(waiting) < BATCH, len(waiting))
 
     def assert_agrees(self, query: str, **filters) -> None:
         entries = list(Entry.objects.filter(codex=self.alice_codex).order_by("id"))
@@ -284,9 +344,10 @@ class TrigramPrefilterSupersetTest(NotebookTestCase):
         self.assertFalse(page.has_more)
 
     def indexed(self, phrase: str) -> set[str]:
-        """Entry ids (hex) the SQLite FTS5 index holds for a phrase; the search's own lookup."""
+        """Entry ids (hex) the SQLite trigram lookup finds for a phrase (the search's own:
+        the FTS5 table, and the entries waiting for their batch)."""
         with connection.cursor() as cursor:
-            cursor.execute(SQLITE_TRIGRAM_MATCH, ['"' + phrase + '"'])
+            cursor.execute(SQLITE_TRIGRAM_MATCH, sqlite_trigram_params(phrase))
             return {row[0] for row in cursor.fetchall()}
 
     def test_the_index_follows_updates_and_deletes(self) -> None:
@@ -310,3 +371,99 @@ class TrigramPrefilterSupersetTest(NotebookTestCase):
             with connection.cursor() as cursor:
                 cursor.execute("SELECT count(*) FROM notebook_entry_trigram_key")
                 self.assertEqual(cursor.fetchone()[0], 0)
+
+
+@unittest.skipUnless(connection.vendor == "sqlite", "the batches are SQLite's (migration 0007)")
+class TrigramBatchesTest(FtsCoverage, NotebookTestCase):
+    """New entries reach the FTS5 table in batches; meanwhile the search finds them anyway."""
+
+    def fts_holds(self, phrase: str) -> set[str]:
+        """Entry ids (hex) the FTS5 table alone holds for a phrase."""
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT k.entry_id FROM notebook_entry_trigram_key k WHERE k.rowid IN (SELECT rowid FROM "
+                "notebook_entry_trigram WHERE notebook_entry_trigram MATCH %s)",
+                ['"' + phrase + '"'],
+            )
+            return {row[0] for row in cursor.fetchall()}
+
+    def found(self, query: str) -> list[uuid.UUID]:
+        """What a search finds by the trigram lookup alone (a walk window of no entry)."""
+        self.alice_codex.refresh_from_db()
+        with mock.patch.object(selectors, "TRIGRAM_WALK_WINDOW", 0):
+            return [entry.id for entry in search(self.alice_codex, query=query).entries]
+
+    def fill_to_one_short_of_a_batch(self) -> None:
+        """Saves until the next save completes a batch: its key rowid (which deleted keys
+        also used up) will be ``BATCH`` past the last one covered."""
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT indexed + %s - 1 - COALESCE((SELECT seq FROM sqlite_sequence "
+                "WHERE name = 'notebook_entry_trigram_key'), 0) FROM notebook_entry_trigram_state",
+                [BATCH],
+            )
+            (missing,) = cursor.fetchone()
+        covered = self.fts_coverage()[0]
+        for number in range(missing):
+            self.save(codex=self.bob_codex, content=f"filler {number}")
+        self.assertEqual(self.fts_coverage()[0], covered)
+
+    def test_entries_wait_for_their_batch_and_are_found_meanwhile(self) -> None:
+        first = self.save(content="a zebra crossing")
+        self.fill_to_one_short_of_a_batch()
+        self.assertEqual(self.fts_holds("zebra"), set())
+        self.assertEqual(self.found("zebra"), [first.id])
+        last = self.save(content="another zebra")  # completes the batch
+        covered, waiting = self.fts_coverage()
+        self.assertEqual((len(waiting), {first.id.hex, last.id.hex} <= covered), (0, True))
+        self.assertEqual(self.fts_holds("zebra"), {first.id.hex, last.id.hex})
+        self.assertEqual(sorted(self.found("zebra")), sorted([first.id, last.id]))
+
+    def test_a_batch_indexes_each_entry_as_it_is_then(self) -> None:
+        edited = self.save(content="original wording")
+        deleted = self.save(content="short-lived wording")
+        services.entry_update(
+            codex=self.alice_codex,
+            entry_id=edited.id,
+            expected_revision=1,
+            data=parse_entry_input({"content": "new wording"}),
+        )
+        services.entry_delete(codex=self.alice_codex, entry_id=deleted.id)
+        self.fill_to_one_short_of_a_batch()
+        self.save(content="the batch's last entry")
+        self.assertEqual(self.fts_coverage()[1], set())
+        self.assertEqual(
+            (self.fts_holds("original"), self.fts_holds("new wording"), self.fts_holds("short-lived")),
+            (set(), {edited.id.hex}, set()),
+        )
+        # Once covered, edits and deletions reach the FTS5 table at once.
+        services.entry_update(
+            codex=self.alice_codex,
+            entry_id=edited.id,
+            expected_revision=2,
+            data=parse_entry_input({"content": "final wording"}),
+        )
+        self.assertEqual((self.fts_holds("new wording"), self.fts_holds("final")), (set(), {edited.id.hex}))
+        services.entry_delete(codex=self.alice_codex, entry_id=edited.id)
+        self.assertEqual(self.fts_holds("final"), set())
+        self.fts_coverage()
+
+    def test_the_key_of_a_deleted_covered_entry_is_never_reused(self) -> None:
+        self.fill_to_one_short_of_a_batch()
+        last = self.save(content="the batch's last entry")
+        self.assertIn(last.id.hex, self.fts_coverage()[0])
+        services.entry_delete(codex=self.alice_codex, entry_id=last.id)
+        # Had the new key taken the freed rowid, the highest covered one, the entry would
+        # count as indexed without being so, and no search would find it.
+        again = self.save(content="a quokka")
+        self.assertEqual(self.fts_coverage()[1], {again.id.hex})
+        self.assertEqual(self.found("quokka"), [again.id])
+
+    def test_a_rolled_back_save_leaves_no_trace_in_the_index(self) -> None:
+        self.fill_to_one_short_of_a_batch()
+        before = self.fts_coverage()
+        with self.assertRaises(RuntimeError), transaction.atomic():
+            self.save(content="never committed")  # would complete the batch
+            raise RuntimeError
+        self.assertEqual(self.fts_coverage(), before)
+        self.assertEqual(self.fts_holds("never committed"), set())

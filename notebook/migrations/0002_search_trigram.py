@@ -11,10 +11,11 @@ because the entry table's own implicit rowids may change on VACUUM.
 
 Both are only prefilters: ``notebook.selectors`` re-checks every candidate exactly.
 
+Migration 0007 replaced these triggers: new entries now reach the FTS5 table in batches.
 A later migration that makes SQLite rebuild ``notebook_entry`` (most column changes do)
-drops these triggers with the old table: such a migration must run
-``drop_trigram_index`` before and ``create_trigram_index`` after its change
-(the search tests fail otherwise, since saved entries would not reach the index).
+drops the triggers with the old table: such a migration must run 0007's
+``drop_triggers`` before and ``create_triggers`` after its change (the search tests fail
+otherwise, since saved entries would not reach the index).
 """
 
 from django.db import migrations, models
