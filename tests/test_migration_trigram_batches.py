@@ -8,20 +8,11 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from django.test import TransactionTestCase
 
+from tests.test_selectors_search_index import fts_holds
+
 BEFORE = ("notebook", "0006_drop_redundant_fk_indexes")
 BATCHES = ("notebook", "0007_trigram_batches")
 NOW = dt.datetime(2026, 11, 30, 12, tzinfo=dt.UTC)
-
-
-def fts_holds(phrase: str) -> set[str]:
-    """Entry ids (hex) the FTS5 table alone holds for a phrase."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT k.entry_id FROM notebook_entry_trigram_key k WHERE k.rowid IN (SELECT rowid FROM "
-            "notebook_entry_trigram WHERE notebook_entry_trigram MATCH %s)",
-            ['"' + phrase + '"'],
-        )
-        return {row[0] for row in cursor.fetchall()}
 
 
 def fetch(sql: str) -> list[tuple]:

@@ -141,6 +141,17 @@ def _varint(data: bytes) -> int:
     return value
 
 
+def fts_holds(phrase: str) -> set[str]:
+    """SQLite: entry ids (hex) the FTS5 table alone holds for a phrase."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT k.entry_id FROM notebook_entry_trigram_key k WHERE k.rowid IN (SELECT rowid FROM "
+            "notebook_entry_trigram WHERE notebook_entry_trigram MATCH %s)",
+            ['"' + phrase + '"'],
+        )
+        return {row[0] for row in cursor.fetchall()}
+
+
 class FtsCoverage:
     """SQLite: what the FTS5 trigram table covers, checked against its own bookkeeping."""
 
@@ -377,16 +388,6 @@ class TrigramPrefilterSupersetTest(NotebookTestCase):
 class TrigramBatchesTest(FtsCoverage, NotebookTestCase):
     """New entries reach the FTS5 table in batches; meanwhile the search finds them anyway."""
 
-    def fts_holds(self, phrase: str) -> set[str]:
-        """Entry ids (hex) the FTS5 table alone holds for a phrase."""
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT k.entry_id FROM notebook_entry_trigram_key k WHERE k.rowid IN (SELECT rowid FROM "
-                "notebook_entry_trigram WHERE notebook_entry_trigram MATCH %s)",
-                ['"' + phrase + '"'],
-            )
-            return {row[0] for row in cursor.fetchall()}
-
     def found(self, query: str) -> list[uuid.UUID]:
         """What a search finds by the trigram lookup alone (a walk window of no entry)."""
         self.alice_codex.refresh_from_db()
@@ -411,12 +412,12 @@ class TrigramBatchesTest(FtsCoverage, NotebookTestCase):
     def test_entries_wait_for_their_batch_and_are_found_meanwhile(self) -> None:
         first = self.save(content="a zebra crossing")
         self.fill_to_one_short_of_a_batch()
-        self.assertEqual(self.fts_holds("zebra"), set())
+        self.assertEqual(fts_holds("zebra"), set())
         self.assertEqual(self.found("zebra"), [first.id])
         last = self.save(content="another zebra")  # completes the batch
         covered, waiting = self.fts_coverage()
         self.assertEqual((len(waiting), {first.id.hex, last.id.hex} <= covered), (0, True))
-        self.assertEqual(self.fts_holds("zebra"), {first.id.hex, last.id.hex})
+        self.assertEqual(fts_holds("zebra"), {first.id.hex, last.id.hex})
         self.assertEqual(sorted(self.found("zebra")), sorted([first.id, last.id]))
 
     def test_a_batch_indexes_each_entry_as_it_is_then(self) -> None:
@@ -433,7 +434,7 @@ class TrigramBatchesTest(FtsCoverage, NotebookTestCase):
         self.save(content="the batch's last entry")
         self.assertEqual(self.fts_coverage()[1], set())
         self.assertEqual(
-            (self.fts_holds("original"), self.fts_holds("new wording"), self.fts_holds("short-lived")),
+            (fts_holds("original"), fts_holds("new wording"), fts_holds("short-lived")),
             (set(), {edited.id.hex}, set()),
         )
         # Once covered, edits and deletions reach the FTS5 table at once.
@@ -443,9 +444,9 @@ class TrigramBatchesTest(FtsCoverage, NotebookTestCase):
             expected_revision=2,
             data=parse_entry_input({"content": "final wording"}),
         )
-        self.assertEqual((self.fts_holds("new wording"), self.fts_holds("final")), (set(), {edited.id.hex}))
+        self.assertEqual((fts_holds("new wording"), fts_holds("final")), (set(), {edited.id.hex}))
         services.entry_delete(codex=self.alice_codex, entry_id=edited.id)
-        self.assertEqual(self.fts_holds("final"), set())
+        self.assertEqual(fts_holds("final"), set())
         self.fts_coverage()
 
     def test_the_key_of_a_deleted_covered_entry_is_never_reused(self) -> None:
@@ -466,4 +467,4 @@ class TrigramBatchesTest(FtsCoverage, NotebookTestCase):
             self.save(content="never committed")  # would complete the batch
             raise RuntimeError
         self.assertEqual(self.fts_coverage(), before)
-        self.assertEqual(self.fts_holds("never committed"), set())
+        self.assertEqual(fts_holds("never committed"), set())
