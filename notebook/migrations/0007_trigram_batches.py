@@ -54,16 +54,18 @@ def _fts_row(row: str, *, delete: bool) -> str:
     return f"INSERT INTO {columns} SELECT {values} FROM {KEY} k WHERE k.entry_id = {row}.id AND k.rowid <= {INDEXED};"
 
 
+# Every waiting entry, as it is now, in one FTS5 segment (in rowid order, as FTS5 appends best).
+INDEX_WAITING = (
+    f"INSERT INTO {FTS}(rowid, title, content, tags) "
+    f"SELECT k.rowid, e.search_title, e.search_content, e.search_tags_text "
+    f"FROM {KEY} k JOIN notebook_entry e ON e.id = k.entry_id WHERE k.rowid > {INDEXED} ORDER BY k.rowid"
+)
+
 CREATE_TRIGGERS = [
     f"CREATE TRIGGER notebook_entry_trigram_insert AFTER INSERT ON notebook_entry BEGIN "
     f"INSERT INTO {KEY}(entry_id) VALUES (NEW.id); END",
-    # The batch: every waiting entry, as it is now, in one FTS5 segment.
     f"CREATE TRIGGER notebook_entry_trigram_batch AFTER INSERT ON {KEY} "
-    f"WHEN NEW.rowid >= {INDEXED} + {BATCH} BEGIN "
-    f"INSERT INTO {FTS}(rowid, title, content, tags) "
-    f"SELECT k.rowid, e.search_title, e.search_content, e.search_tags_text "
-    f"FROM {KEY} k JOIN notebook_entry e ON e.id = k.entry_id WHERE k.rowid > {INDEXED} ORDER BY k.rowid; "
-    f"UPDATE {STATE} SET indexed = NEW.rowid; END",
+    f"WHEN NEW.rowid >= {INDEXED} + {BATCH} BEGIN {INDEX_WAITING}; UPDATE {STATE} SET indexed = NEW.rowid; END",
     "CREATE TRIGGER notebook_entry_trigram_update "
     "AFTER UPDATE OF search_title, search_content, search_tags_text ON notebook_entry BEGIN "
     f"{_fts_row('OLD', delete=True)} {_fts_row('NEW', delete=False)} END",
@@ -90,12 +92,7 @@ REKEY = [
 ]
 
 # Back to 0002's triggers: index the waiting entries first.
-UNDO = [
-    f"INSERT INTO {FTS}(rowid, title, content, tags) "
-    f"SELECT k.rowid, e.search_title, e.search_content, e.search_tags_text "
-    f"FROM {KEY} k JOIN notebook_entry e ON e.id = k.entry_id WHERE k.rowid > {INDEXED}",
-    f"DROP TABLE {STATE}",
-]
+UNDO = [INDEX_WAITING, f"DROP TABLE {STATE}"]
 
 
 def drop_triggers(apps, schema_editor) -> None:
