@@ -6,11 +6,17 @@ MCP SDK uses, which refuses such nesting with a plain error. And since this serv
 serves only the authorization-code and refresh-token grants, a registration asking
 for any other grant is refused here rather than creating a client that could never
 get a token.
+
+Every answer of both endpoints is marked ``Cache-Control: no-store`` (and ``Pragma:
+no-cache``): a registration answer carries the ``registration_access_token`` that manages
+the client, and RFC 6749 §5.1 asks that no response with a token be cached.
 """
 
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.utils.decorators import method_decorator
+from django.views.decorators.csrf import csrf_exempt
 from oauth2_provider.views.dynamic_client_registration import DynamicClientRegistrationManagementView
 from pydantic_core import from_json
 
@@ -38,10 +44,28 @@ def registration_body_problem(request: HttpRequest) -> JsonResponse | None:
     return None
 
 
-class GuardedRegistrationManagementView(DynamicClientRegistrationManagementView):
+def never_cached(response: HttpResponse) -> HttpResponse:
+    response["Cache-Control"] = "no-store"
+    response["Pragma"] = "no-cache"
+    return response
+
+
+class NeverCachedMixin:
+    """Marks every answer of a registration endpoint as not to be stored by any cache.
+
+    DOT's registration views are CSRF-exempt API endpoints (bearer or no credentials, never
+    a cookie); Django reads that mark from the class's own ``dispatch``, so it is kept here."""
+
+    @method_decorator(csrf_exempt)
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        return never_cached(super().dispatch(request, *args, **kwargs))
+
+
+class GuardedRegistrationManagementView(NeverCachedMixin, DynamicClientRegistrationManagementView):
     """RFC 7592 client configuration (read, update, delete) with the body guard above."""
 
+    @method_decorator(csrf_exempt)
     def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         if problem := registration_body_problem(request):
-            return problem
+            return never_cached(problem)
         return super().dispatch(request, *args, **kwargs)

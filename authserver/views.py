@@ -17,7 +17,7 @@ from oauth2_provider.views.dynamic_client_registration import DynamicClientRegis
 
 from authserver.cimd import refusal_hint
 from authserver.ratelimit import allow, client_address
-from authserver.registration import registration_body_problem
+from authserver.registration import NeverCachedMixin, registration_body_problem
 
 
 def _too_many(message: str, retry_after: int) -> JsonResponse:
@@ -91,8 +91,8 @@ class CodexAuthorizationView(AuthorizationView):
         return context
 
 
-class RateLimitedRegistrationView(DynamicClientRegistrationView):
-    """RFC 7591 registration, at most CODEX_DCR_RATE_LIMIT per client address per hour."""
+class RateLimitedRegistrationView(NeverCachedMixin, DynamicClientRegistrationView):
+    """RFC 7591 registration, at most CODEX_DCR_RATE_LIMIT per client address per hour (never cached)."""
 
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         ok, retry_after = allow(
