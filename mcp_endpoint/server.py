@@ -25,6 +25,7 @@ from mcp_endpoint import auth
 from mcp_endpoint.arguments import check_arguments
 from mcp_endpoint.results import run_tool
 from mcp_endpoint.tools import TOOLS, TOOLS_BY_NAME, Tool
+from mcp_endpoint.versions import SUPPORTED_VERSIONS
 from notebook import services
 from notebook.exceptions import PermissionDenied, ResourceExhausted, Unauthenticated, Unavailable
 from notebook.limits import CANDIDATES_PER_PAGE, thousands
@@ -114,7 +115,7 @@ def tool_input_schema(name: str) -> dict[str, Any] | None:
 
 
 def create_server() -> Server[Any]:
-    return Server(
+    server = Server(
         SERVER_NAME,
         title=SERVER_TITLE,
         version=SERVER_VERSION,
@@ -128,3 +129,17 @@ def create_server() -> Server[Any]:
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
+
+    async def discover(ctx: ServerRequestContext[Any, Any], params: types.RequestParams) -> types.DiscoverResult:
+        # The SDK's default handler advertises only its modern versions; a client that reads
+        # this list must see what initialize negotiates and what a version error names
+        # (contract 7: one list, mcp_endpoint.versions). Replaced through the SDK's documented
+        # add_request_handler("server/discover", ...); capabilities stay the SDK's own.
+        return types.DiscoverResult(
+            supported_versions=list(SUPPORTED_VERSIONS),
+            capabilities=server.get_capabilities(protocol_version=ctx.protocol_version),
+            instructions=server.instructions,
+        )
+
+    server.add_request_handler("server/discover", types.RequestParams, discover)
+    return server

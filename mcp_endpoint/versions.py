@@ -15,6 +15,9 @@ And it routes any ``MCP-Protocol-Version`` header it does not know to its 2026-0
   disconnects): the request is passed on with that version in place of the one asked for.
 
 Requests without the header are left to the SDK, which serves them as the handshake era.
+
+``SUPPORTED_VERSIONS`` is the one list: ``server/discover`` advertises it
+(``mcp_endpoint.server``), ``initialize`` negotiates within it and the error above names it.
 """
 
 import json

@@ -55,7 +55,19 @@ class ProtocolVersionTest(LiveServerTestCase):
         discover = post(self.mcp_url, rpc_body("server/discover", version=MODERN), token=self.token, version=MODERN)
         self.assertEqual(discover.status_code, 200, discover.text)
         self.assertEqual(discover.json()["result"]["capabilities"], TOOLS_ONLY)
-        self.assertEqual(discover.json()["result"]["supportedVersions"], ["2026-07-28"])
+
+    def test_discover_initialize_and_the_version_error_serve_one_list(self) -> None:
+        served = ["2026-07-28", "2025-11-25", "2025-06-18"]
+        discover = post(self.mcp_url, rpc_body("server/discover", version=MODERN), token=self.token, version=MODERN)
+        self.assertEqual(discover.status_code, 200, discover.text)
+        self.assertEqual(discover.json()["result"]["supportedVersions"], served)
+        refused = post(self.mcp_url, rpc_body("tools/list"), token=self.token, version="2099-01-01")
+        self.assertEqual(refused.json()["error"]["data"]["supported"], served)
+        agreed = [
+            post(self.mcp_url, initialize_body(version), token=self.token, headers={}).json()["result"]["protocolVersion"]
+            for version in served[1:]
+        ]
+        self.assertEqual(agreed, served[1:])
 
     def test_resources_prompts_logging_and_completions_are_not_served_in_any_version(self) -> None:
         calls = [
