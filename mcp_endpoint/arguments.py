@@ -1,5 +1,8 @@
-"""Protocol-level checks of ``tools/call`` arguments: unknown tool, argument-tree size
-and JSON Schema. Each failure is a JSON-RPC -32602 error naming the failing path.
+"""Checks of ``tools/call`` arguments. An unknown tool and an argument tree of more than
+2,000 members are protocol errors (JSON-RPC -32602, ``check_call``). Arguments that break the
+tool's JSON Schema are not: ``schema_violation`` names the failing path, and the tool answers
+``invalid_argument`` as a tool result in every protocol era (contract 6; SEP-1303: the model
+reads the result and can correct its call, which it cannot do with a protocol error).
 
 Every call is checked by a validator ``fastjsonschema`` compiled to Python code from the
 tool's schema, about twenty times cheaper per call than walking the schema; only a call it
@@ -75,8 +78,8 @@ def describe_violation(error: SchemaViolation) -> str:
     return f"{_path(error)}: {error.message[:200]}"
 
 
-def check_arguments(name: str, arguments: dict[str, Any]) -> None:
-    """Protocol-level checks: unknown tool, argument-tree size, JSON Schema."""
+def check_call(name: str, arguments: dict[str, Any]) -> None:
+    """The protocol-level checks: unknown tool, argument-tree size."""
     if name not in TOOLS_BY_NAME:
         raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool: {name[:100]!r}")
     if count_members(arguments) > MAX_ARGUMENT_MEMBERS:
@@ -84,11 +87,14 @@ def check_arguments(name: str, arguments: dict[str, Any]) -> None:
             code=INVALID_PARAMS,
             message=f"arguments have more than {MAX_ARGUMENT_MEMBERS} array elements and object members in all",
         )
+
+
+def schema_violation(name: str, arguments: dict[str, Any]) -> str | None:
+    """What breaks the JSON Schema of the known tool ``name``, naming the path; None if nothing."""
     try:
         _COMPILED[name](arguments)
-        return
+        return None
     except fastjsonschema.JsonSchemaException:
         pass  # jsonschema decides, and names the failing path
     error = best_match(_VALIDATORS[name].iter_errors(arguments))
-    if error is not None:
-        raise MCPError(code=INVALID_PARAMS, message=f"Invalid arguments for {name}: {describe_violation(error)}")
+    return None if error is None else f"Invalid arguments for {name}: {describe_violation(error)}"

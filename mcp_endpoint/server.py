@@ -1,11 +1,11 @@
-"""The MCP server object: its identity and the two handlers over the low-level SDK ``Server``.
+"""The MCP server object: its identity and the handlers over the low-level SDK ``Server``.
 
-``tools/call`` runs: tool lookup and argument-tree size (protocol errors), JSON
-Schema validation against the very schema ``tools/list`` serves (protocol
-error), then one trip through the sync boundary where the token is checked afresh
-(one query; for a single call this is the only check, see ``mcp_endpoint.http``) and
-the notebook service runs in its transaction. Every failure after
-that point becomes a notebook error result; nothing else reaches the client.
+``tools/call`` runs: tool lookup and argument-tree size (protocol errors), then one trip
+through the sync boundary where the token is checked afresh (one query; for a single call
+this is the only check, see ``mcp_endpoint.http``), the arguments are validated against the
+very schema ``tools/list`` serves (a violation is an ``invalid_argument`` result), and the
+notebook service runs in its transaction. Every failure after the protocol checks becomes a
+notebook error result; nothing else reaches the client.
 
 The jobs live beside it: ``arguments`` (protocol checks), ``boundary`` (the one
 sync/async boundary), ``results`` (error mapping and result formatting).
@@ -22,12 +22,12 @@ from mcp.server.lowlevel import Server
 from mcp.shared.inbound import x_mcp_header_map
 
 from mcp_endpoint import auth
-from mcp_endpoint.arguments import check_arguments
+from mcp_endpoint.arguments import check_call, schema_violation
 from mcp_endpoint.results import run_tool
 from mcp_endpoint.tools import TOOLS, TOOLS_BY_NAME, Tool
 from mcp_endpoint.versions import SUPPORTED_VERSIONS
 from notebook import services
-from notebook.exceptions import PermissionDenied, ResourceExhausted, Unauthenticated, Unavailable
+from notebook.exceptions import InvalidArgument, PermissionDenied, ResourceExhausted, Unauthenticated, Unavailable
 from notebook.limits import CANDIDATES_PER_PAGE, thousands
 
 SERVER_NAME = "agent-codex"
@@ -69,13 +69,16 @@ def _grant_for(tool: Tool, call: auth.DeferredCheck | auth.TokenGrant | None) ->
 
 def _execute(name: str, arguments: dict[str, Any], call: auth.DeferredCheck | auth.TokenGrant | None) -> dict[str, Any]:
     """Inside the worker thread (one hop per call): check the token afresh, then run the service."""
-    tool = TOOLS_BY_NAME[name]  # check_arguments has refused unknown names
+    tool = TOOLS_BY_NAME[name]  # check_call has refused unknown names
+    # The token first: arguments are judged only for a caller allowed to call the tool.
     grant = _grant_for(tool, call)
     if retry_after := auth.tool_call_retry_after(grant.token_checksum):
         raise ResourceExhausted(
             f"This access token made more than {settings.CODEX_TOOL_CALLS_PER_MINUTE} tool calls this minute "
             f"(CODEX_TOOL_CALLS_PER_MINUTE); retry in {retry_after} seconds"
         )
+    if violation := schema_violation(name, arguments):
+        raise InvalidArgument(violation)
     codex = services.codex_for_user(user=grant.user)
     return tool.adapter(codex, arguments, auth.writer_of(grant))
 
@@ -83,7 +86,7 @@ def _execute(name: str, arguments: dict[str, Any], call: auth.DeferredCheck | au
 async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> dict[str, Any]:
     name = params.name
     arguments = params.arguments if params.arguments is not None else {}
-    check_arguments(name, arguments)
+    check_call(name, arguments)
 
     request = ctx.request
     scope = request.scope if request is not None else {}

@@ -1,8 +1,8 @@
 """Every rule of contract section 3 (and the argument rules of section 5), checked
 in Python so that the notebook is safe to call without the MCP layer in front.
 
-The MCP layer validates the JSON Schema first (a violation is a protocol error);
-what reaches these functions and still breaks a rule is ``invalid_argument``.
+The MCP layer validates the JSON Schema first (a violation is ``invalid_argument`` too,
+naming the path); what reaches these functions and still breaks a rule is ``invalid_argument``.
 The checks are complete on their own (types included) because services are also
 called from tests, the shell and future adapters.
 """

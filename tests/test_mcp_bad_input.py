@@ -8,7 +8,8 @@ from tests.http_client import LEGACY, MODERN, call_tool, post, rpc_body
 from tests.live import LiveServerTestCase
 
 ENTRY_ID = "11111111-1111-4111-8111-111111111111"
-PROTOCOL = "protocol"  # JSON-RPC -32602
+PROTOCOL = "protocol"  # JSON-RPC -32602: an unknown tool, or more than 2,000 members
+SCHEMA = "invalid_argument"  # a tool result naming the path (SEP-1303), in every protocol era
 SAVE, GET, SEARCH, UPDATE = "field_notes_save", "field_notes_get", "field_notes_search", "field_notes_update"
 
 
@@ -18,32 +19,32 @@ def save_args(**entry) -> dict:
 
 # (label, tool, arguments, expected): expected is PROTOCOL or a notebook error code.
 CASES = [
-    ("save without entry", SAVE, {"requestId": "x"}, PROTOCOL),
-    ("save without requestId", SAVE, {"entry": {"content": "c"}}, PROTOCOL),
-    ("save with an extra argument", SAVE, {**save_args(), "owner": "bob"}, PROTOCOL),
-    ("entry with an extra member", SAVE, save_args(userId="bob"), PROTOCOL),
-    ("entry is a string", SAVE, {"requestId": "x", "entry": "c"}, PROTOCOL),
-    ("requestId is a number", SAVE, {"requestId": 7, "entry": {"content": "c"}}, PROTOCOL),
-    ("requestId is empty", SAVE, {"requestId": "", "entry": {"content": "c"}}, PROTOCOL),
-    ("requestId is 129 characters", SAVE, {"requestId": "r" * 129, "entry": {"content": "c"}}, PROTOCOL),
+    ("save without entry", SAVE, {"requestId": "x"}, SCHEMA),
+    ("save without requestId", SAVE, {"entry": {"content": "c"}}, SCHEMA),
+    ("save with an extra argument", SAVE, {**save_args(), "owner": "bob"}, SCHEMA),
+    ("entry with an extra member", SAVE, save_args(userId="bob"), SCHEMA),
+    ("entry is a string", SAVE, {"requestId": "x", "entry": "c"}, SCHEMA),
+    ("requestId is a number", SAVE, {"requestId": 7, "entry": {"content": "c"}}, SCHEMA),
+    ("requestId is empty", SAVE, {"requestId": "", "entry": {"content": "c"}}, SCHEMA),
+    ("requestId is 129 characters", SAVE, {"requestId": "r" * 129, "entry": {"content": "c"}}, SCHEMA),
     ("requestId has U+0000", SAVE, {"requestId": "a\x00b", "entry": {"content": "c"}}, "invalid_argument"),
-    ("content is missing", SAVE, {"requestId": "x", "entry": {"title": "t"}}, PROTOCOL),
-    ("content is empty", SAVE, save_args(content=""), PROTOCOL),
-    ("content is null", SAVE, save_args(content=None), PROTOCOL),
+    ("content is missing", SAVE, {"requestId": "x", "entry": {"title": "t"}}, SCHEMA),
+    ("content is empty", SAVE, save_args(content=""), SCHEMA),
+    ("content is null", SAVE, save_args(content=None), SCHEMA),
     ("content has U+0000", SAVE, save_args(content="a\x00b"), "invalid_argument"),
     ("content is 65,537 bytes", SAVE, save_args(content="\u20ac" * 21_845 + "ab"), "invalid_argument"),
-    ("title is null", SAVE, save_args(title=None), PROTOCOL),
-    ("title is a number", SAVE, save_args(title=5), PROTOCOL),
+    ("title is null", SAVE, save_args(title=None), SCHEMA),
+    ("title is a number", SAVE, save_args(title=5), SCHEMA),
     ("title has U+0000", SAVE, save_args(title="a\x00"), "invalid_argument"),
     ("title has a newline", SAVE, save_args(title="a\nb"), "invalid_argument"),
-    ("tags is a string", SAVE, save_args(tags="a"), PROTOCOL),
-    ("tags has 33 items", SAVE, save_args(tags=[str(i) for i in range(33)]), PROTOCOL),
-    ("tags has a number", SAVE, save_args(tags=[1]), PROTOCOL),
+    ("tags is a string", SAVE, save_args(tags="a"), SCHEMA),
+    ("tags has 33 items", SAVE, save_args(tags=[str(i) for i in range(33)]), SCHEMA),
+    ("tags has a number", SAVE, save_args(tags=[1]), SCHEMA),
     ("tags has U+0000", SAVE, save_args(tags=["a\x00"]), "invalid_argument"),
     ("tags has duplicates", SAVE, save_args(tags=["a", "a"]), "invalid_argument"),
     ("relatedAgentIds has U+0000", SAVE, save_args(relatedAgentIds=["\x00"]), "invalid_argument"),
-    ("provenance is an array", SAVE, save_args(provenance=[1]), PROTOCOL),
-    ("provenance is null", SAVE, save_args(provenance=None), PROTOCOL),
+    ("provenance is an array", SAVE, save_args(provenance=[1]), SCHEMA),
+    ("provenance is null", SAVE, save_args(provenance=None), SCHEMA),
     ("provenance value has U+0000", SAVE, save_args(provenance={"a": "\x00"}), "invalid_argument"),
     ("provenance key has U+0000", SAVE, save_args(provenance={"\x00": 1}), "invalid_argument"),
     ("provenance is 9 deep", SAVE, save_args(provenance=nested(9)), "invalid_argument"),
@@ -51,39 +52,39 @@ CASES = [
     # 2 + 2 + 1 + 1,996 = 2,001 members; the same with 1,995 is 2,000 and passes the tree rule.
     ("a 2,001-member tree", SAVE, save_args(provenance={"a": [0] * 1_996}), PROTOCOL),
     ("a 2,001-member search", SEARCH, {"query": "x", "extra": list(range(2_000))}, PROTOCOL),
-    ("get without id", GET, {}, PROTOCOL),
-    ("get with an uppercase id", GET, {"id": "ABCDEF11-1111-4111-8111-111111111111"}, PROTOCOL),
-    ("get with a version-1 UUID", GET, {"id": "11111111-1111-1111-8111-111111111111"}, PROTOCOL),
-    ("get with garbage", GET, {"id": "../../etc/passwd"}, PROTOCOL),
-    ("get with U+0000", GET, {"id": ENTRY_ID[:-1] + "\x00"}, PROTOCOL),
-    ("get with an extra argument", GET, {"id": ENTRY_ID, "codex": "bob"}, PROTOCOL),
-    ("search limit 0", SEARCH, {"limit": 0}, PROTOCOL),
-    ("search limit 51", SEARCH, {"limit": 51}, PROTOCOL),
-    ("search limit as text", SEARCH, {"limit": "5"}, PROTOCOL),
-    ("search limit 2.5", SEARCH, {"limit": 2.5}, PROTOCOL),
-    ("search query of 257 characters", SEARCH, {"query": "q" * 257}, PROTOCOL),
-    ("search tag is empty", SEARCH, {"tag": ""}, PROTOCOL),
+    ("get without id", GET, {}, SCHEMA),
+    ("get with an uppercase id", GET, {"id": "ABCDEF11-1111-4111-8111-111111111111"}, SCHEMA),
+    ("get with a version-1 UUID", GET, {"id": "11111111-1111-1111-8111-111111111111"}, SCHEMA),
+    ("get with garbage", GET, {"id": "../../etc/passwd"}, SCHEMA),
+    ("get with U+0000", GET, {"id": ENTRY_ID[:-1] + "\x00"}, SCHEMA),
+    ("get with an extra argument", GET, {"id": ENTRY_ID, "codex": "bob"}, SCHEMA),
+    ("search limit 0", SEARCH, {"limit": 0}, SCHEMA),
+    ("search limit 51", SEARCH, {"limit": 51}, SCHEMA),
+    ("search limit as text", SEARCH, {"limit": "5"}, SCHEMA),
+    ("search limit 2.5", SEARCH, {"limit": 2.5}, SCHEMA),
+    ("search query of 257 characters", SEARCH, {"query": "q" * 257}, SCHEMA),
+    ("search tag is empty", SEARCH, {"tag": ""}, SCHEMA),
     ("search cursor is garbage", SEARCH, {"cursor": "garbage"}, "invalid_argument"),
     ("search cursor has U+0000", SEARCH, {"cursor": "a\x00b"}, "invalid_argument"),
-    ("search cursor of 2,049 characters", SEARCH, {"cursor": "c" * 2_049}, PROTOCOL),
-    ("update with revision 0", UPDATE, {"id": ENTRY_ID, "expectedRevision": 0, "entry": {"content": "c"}}, PROTOCOL),
+    ("search cursor of 2,049 characters", SEARCH, {"cursor": "c" * 2_049}, SCHEMA),
+    ("update with revision 0", UPDATE, {"id": ENTRY_ID, "expectedRevision": 0, "entry": {"content": "c"}}, SCHEMA),
     (
         "update with revision 2^53",
         UPDATE,
         {"id": ENTRY_ID, "expectedRevision": 2**53, "entry": {"content": "c"}},
-        PROTOCOL,
+        SCHEMA,
     ),
     (
         "update with revision 1.5",
         UPDATE,
         {"id": ENTRY_ID, "expectedRevision": 1.5, "entry": {"content": "c"}},
-        PROTOCOL,
+        SCHEMA,
     ),
     (
         "update with revision true",
         UPDATE,
         {"id": ENTRY_ID, "expectedRevision": True, "entry": {"content": "c"}},
-        PROTOCOL,
+        SCHEMA,
     ),
     (
         "update of a missing entry",
@@ -126,11 +127,20 @@ class BadInputTest(LiveServerTestCase):
                         self.assertEqual(json.loads(result["content"][0]["text"])["error"]["code"], expected)
         self.assert_nothing_written()
 
-    def test_protocol_messages_name_the_failing_path(self) -> None:
-        response = call_tool(self.mcp_url, self.token, SAVE, save_args(tags=["ok", 5]))
-        self.assertIn("arguments.entry.tags[1]", response.json()["error"]["message"])
-        response = call_tool(self.mcp_url, self.token, SAVE, save_args(userId="x"))
-        self.assertIn("'userId'", response.json()["error"]["message"])
+    def test_schema_violations_are_tool_results_naming_the_failing_path_in_every_era(self) -> None:
+        for version in (LEGACY, MODERN):
+            for arguments, named in [
+                (save_args(tags=["ok", 5]), "arguments.entry.tags[1]"),
+                (save_args(userId="x"), "'userId'"),
+            ]:
+                with self.subTest(named, version=version):
+                    response = call_tool(self.mcp_url, self.token, SAVE, arguments, version=version)
+                    self.assertEqual(response.status_code, 200, response.text)
+                    result = response.json()["result"]
+                    self.assertTrue(result["isError"])
+                    error = json.loads(result["content"][0]["text"])["error"]
+                    self.assertEqual(error["code"], "invalid_argument")
+                    self.assertIn(named, error["message"])
 
     def test_the_tree_rule_counts_exactly_2000(self) -> None:
         response = call_tool(self.mcp_url, self.token, SAVE, save_args(provenance={"a": [0] * 1_995}))

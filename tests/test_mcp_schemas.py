@@ -6,7 +6,7 @@ from django.test import SimpleTestCase
 from jsonschema import Draft7Validator
 from mcp.shared.inbound import x_mcp_header_map
 
-from mcp_endpoint.arguments import _VALIDATORS, check_arguments, count_members
+from mcp_endpoint.arguments import _VALIDATORS, check_call, count_members
 from mcp_endpoint.auth import ALL_SCOPES
 from mcp_endpoint.listing import TOOLS_JSON_PATH, live_listing, render
 from mcp_endpoint.server import header_annotated, tool_input_schema
@@ -96,7 +96,7 @@ class ToolListingTest(SimpleTestCase):
         self.assertEqual(scopes_for("field_notes_delete"), UNKNOWN_TOOL_SCOPES)
         self.assertEqual(UNKNOWN_TOOL_SCOPES, frozenset({"notes:read"}))
         with self.assertRaisesMessage(Exception, "Unknown tool: 'field_notes_delete'") as raised:
-            check_arguments("field_notes_delete", {})
+            check_call("field_notes_delete", {})
         self.assertEqual(raised.exception.error.code, -32602)
 
     def test_descriptions_are_built_from_the_limits(self) -> None:

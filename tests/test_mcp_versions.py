@@ -64,7 +64,9 @@ class ProtocolVersionTest(LiveServerTestCase):
         refused = post(self.mcp_url, rpc_body("tools/list"), token=self.token, version="2099-01-01")
         self.assertEqual(refused.json()["error"]["data"]["supported"], served)
         agreed = [
-            post(self.mcp_url, initialize_body(version), token=self.token, headers={}).json()["result"]["protocolVersion"]
+            post(self.mcp_url, initialize_body(version), token=self.token, headers={}).json()["result"][
+                "protocolVersion"
+            ]
             for version in served[1:]
         ]
         self.assertEqual(agreed, served[1:])
