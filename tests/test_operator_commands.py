@@ -28,6 +28,15 @@ class OperatorCommandsTest(TestCase):
         self.assertAlmostEqual((stored.expires - stored.created).total_seconds(), 120, delta=5)
         self.assertEqual(stored.token, "")  # hashed at rest
 
+    @override_settings(CODEX_RESOURCE_URL="http://127.0.0.1:8765/mcp")
+    def test_mint_token_says_which_server_accepts_the_token_on_stderr_and_prints_only_it(self) -> None:
+        out, err = io.StringIO(), io.StringIO()
+        call_command("mint_token", "alice", stdout=out, stderr=err)
+        self.assertRegex(out.getvalue(), r"^[A-Za-z0-9_-]{40,}\n$")
+        self.assertIn("accepted only by http://127.0.0.1:8765/mcp (CODEX_PUBLIC_URL)", err.getvalue())
+        # The token may have gone into a variable: the notice does not say it is shown.
+        self.assertNotIn("shown", err.getvalue())
+
     def test_mint_token_refuses_unknown_scopes_users_and_lifetimes(self) -> None:
         for args in [("alice", "--scopes", "admin"), ("nobody",), ("alice", "--lifetime", "0")]:
             with self.subTest(args=args), self.assertRaises(CommandError):

@@ -7,6 +7,11 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
 LOCAL_USERNAME = "codex"
+# The client versions the banner (and the README's "Connect a client") names: tried, and run
+# by the tests (tests/test_firstrun.py, tests/test_docs_examples.py). The Inspector needs
+# Node.js 22, which `npx -p node@22` fetches whatever Node.js runs npx.
+INSPECTOR = "npx -y -p node@22 -p @modelcontextprotocol/inspector@2.12.0 -- mcp-inspector"
+MCP_REMOTE = "mcp-remote@0.15.1"
 
 
 class Command(BaseCommand):
@@ -23,7 +28,9 @@ class Command(BaseCommand):
             password_file.write_text(f"username: {LOCAL_USERNAME}\npassword: {password}\n")
             password_file.chmod(0o600)
             account = (
-                f"Created the local account {LOCAL_USERNAME!r} with password {password!r} (also in {password_file})."
+                f"Created the local account {LOCAL_USERNAME!r} with password {password!r} (also in {password_file}).\n"
+                "It is this machine's operator (staff and superuser: it also signs in to the admin);\n"
+                "add people who only keep a codex with `manage.py codex_adduser NAME`."
             )
         elif password_file.exists():
             account = (
@@ -42,12 +49,16 @@ My codex:           {base}/codex/   (what your agents wrote: search, history, ex
 Connected apps:     {base}/account/clients/
 
 Connect a client (it discovers OAuth, registers, and sends you here to approve):
-  MCP Inspector:    npx @modelcontextprotocol/inspector
-                    transport "Streamable HTTP", URL {base}/mcp, then "Connect"
   Desktop client:   {{"mcpServers": {{"agent-codex": {{"type": "http", "url": "{base}/mcp"}}}}}}
+  Only stdio:       {{"mcpServers": {{"agent-codex": {{"command": "npx",
+                      "args": ["-y", "{MCP_REMOTE}", "{base}/mcp"]}}}}}}
+  MCP Inspector:    {INSPECTOR}
+                    (its web page: transport "Streamable HTTP", URL {base}/mcp, then "Connect")
   Python SDK:       see docs/connection.md ("OAuth with the Python SDK")
-  Headless agent:   CODEX_PUBLIC_URL={base} DJANGO_DEBUG=1 .venv/bin/python manage.py mint_token {LOCAL_USERNAME}
-                    then send "Authorization: Bearer <token>" to {base}/mcp
+
+A headless agent, or the Inspector's command line, with a token (in a second terminal here):
+  TOKEN=$(CODEX_PUBLIC_URL={base} DJANGO_DEBUG=1 .venv/bin/python manage.py mint_token {LOCAL_USERNAME})
+  {INSPECTOR} --cli {base}/mcp --transport http --header "Authorization: Bearer $TOKEN" --method tools/list
 =============================================================================
 """
         )

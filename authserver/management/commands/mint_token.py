@@ -1,5 +1,6 @@
 import datetime as dt
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
@@ -31,5 +32,10 @@ class Command(BaseCommand):
             token = mint_access_token(user=user, scopes=scopes.split(), lifetime=dt.timedelta(seconds=lifetime))
         except ValueError as error:
             raise CommandError(str(error)) from None
-        self.stderr.write(f"Token for {username} ({scopes}), valid {lifetime} s. It is shown only this once:")
+        # The notice goes to stderr and the token alone to stdout, so TOKEN=$(...) keeps only the
+        # token. It names the resource because a token minted for another port is refused there.
+        self.stderr.write(
+            f"Token for {username} ({scopes}), valid {lifetime} s, accepted only by {settings.CODEX_RESOURCE_URL} "
+            "(CODEX_PUBLIC_URL); printed on standard output, never stored (only its checksum is)."
+        )
         self.stdout.write(token)
