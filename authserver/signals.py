@@ -6,11 +6,15 @@ is reactivated. So saving a user with ``is_active=False`` (the admin's checkbox,
 ``user.save()``) revokes their refresh and access tokens and deletes unused
 authorization codes; reactivation starts from no tokens. A bulk
 ``QuerySet.update(is_active=False)`` sends no signal: run ``revoke_tokens`` after it.
+
+Signing out leaves a message for the page the person lands on (``LOGOUT_REDIRECT_URL``).
 """
 
 from typing import Any
 
+from django.contrib import messages
 from django.contrib.auth import get_user_model
+from django.contrib.auth.signals import user_logged_out
 from django.db.models.signals import post_save
 from django.dispatch import receiver
 from oauth2_provider.models import get_grant_model
@@ -24,3 +28,14 @@ def revoke_on_deactivation(sender: Any, instance: Any, created: bool, **kwargs: 
         return
     revoke_tokens(user=instance)
     get_grant_model().objects.filter(user=instance).delete()
+
+
+@receiver(user_logged_out, dispatch_uid="authserver.say_signed_out")
+def say_signed_out(sender: Any, request: Any, user: Any, **kwargs: Any) -> None:
+    # The session is flushed after this signal; the message store outlives it (a cookie first).
+    if request is not None and hasattr(request, "_messages"):
+        messages.info(
+            request,
+            "You are signed out. Applications you connected keep their access until you revoke it "
+            "under Connected applications.",
+        )

@@ -287,7 +287,8 @@ CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.db.DatabaseCache", "LOCATION": "codex_cache"}
 }
 
-LOGIN_REDIRECT_URL = "/account/clients/"
+# A person signs in to read their notes; the OAuth flow brings its own `next`.
+LOGIN_REDIRECT_URL = "/codex/"
 LOGOUT_REDIRECT_URL = "/"
 
 LOGGING = {

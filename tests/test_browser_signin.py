@@ -20,11 +20,11 @@ class BrowserSignInTests(LiveServerTestCase):
         self.web.find_element(By.ID, "id_password").send_keys(password)
         self.web.find_element(By.CSS_SELECTOR, "button[type=submit].primary").click()
 
-    def test_a_person_signs_in_and_lands_on_the_connected_applications_page(self) -> None:
+    def test_a_person_signs_in_and_lands_on_my_codex(self) -> None:
         self.sign_in("alice-password")
-        WebDriverWait(self.web, 10).until(expected_conditions.url_contains("/account/clients/"))
+        WebDriverWait(self.web, 10).until(expected_conditions.url_contains("/codex/"))
         self.assertIn("Sign out alice", self.web.find_element(By.TAG_NAME, "header").text)
-        self.web.save_screenshot(str(screenshot_dir() / "clients.png"))
+        self.web.save_screenshot(str(screenshot_dir() / "signed-in.png"))
 
     def test_a_wrong_password_shows_an_error_and_keeps_the_person_signed_out(self) -> None:
         self.sign_in("not-the-password")
