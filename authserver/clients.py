@@ -14,7 +14,7 @@ from django.views.decorators.http import require_http_methods
 from oauth2_provider.models import get_access_token_model, get_application_model, get_refresh_token_model
 from oauth2_provider.settings import oauth2_settings
 
-from authserver.tokens import revoke_tokens
+from authserver.tokens import OPERATOR_APPLICATION_NAME, revoke_tokens
 from notebook import selectors
 from notebook.models import Codex
 from notebook.selectors import WriterCounts
@@ -52,9 +52,7 @@ def authorized_clients(request: HttpRequest) -> HttpResponse:
             {
                 "application": application,
                 "scopes": [words.get(scope, scope) for scope in scopes],
-                "redirect_host": urlsplit(application.redirect_uris.split()[0]).hostname
-                if application.redirect_uris
-                else "",
+                "redirect_host": _returns_to(application),
                 "wrote": counts.get(application.client_id, _NOTHING),
             }
         )
@@ -63,6 +61,13 @@ def authorized_clients(request: HttpRequest) -> HttpResponse:
 
 
 _NOTHING = WriterCounts(wrote=0, created=0, last_changed=0)
+
+
+def _returns_to(application: Any) -> str:
+    """Where approving this application sends the person back to (a minted token goes nowhere)."""
+    if application.redirect_uris:
+        return urlsplit(application.redirect_uris.split()[0]).hostname or ""
+    return "none: minted on the command line" if application.name == OPERATOR_APPLICATION_NAME else "none"
 
 
 def _writer_counts(codex: Codex | None, client_ids: list[str]) -> dict[str, WriterCounts]:

@@ -20,7 +20,8 @@ from oauth2_provider.models import (
 
 from authserver.scopes import ALL_SCOPES
 
-OPERATOR_APPLICATION_NAME = "Agent Codex operator tokens"
+# What a person reads after "written by" and on Connected applications (migration 0002 renamed it).
+OPERATOR_APPLICATION_NAME = "a command-line token (mint_token)"
 
 
 def mint_access_token(*, user: AbstractBaseUser, scopes: Iterable[str], lifetime: dt.timedelta) -> str:

@@ -182,12 +182,13 @@ _SNAPSHOT_FIELDS = tuple(member for member, _ in _SNAPSHOT_COLUMNS)
 
 def load_document(raw: bytes | str) -> dict[str, Any]:
     """Parse an export file and check its envelope; ``ImportRefused`` says what is wrong."""
+    not_an_export = "this is not an Agent Codex export (a JSON file from Export)"
     try:
         document = json.loads(raw)
-    except (UnicodeDecodeError, ValueError) as error:
-        raise ImportRefused(f"the file is not JSON ({error})") from None
+    except (UnicodeDecodeError, ValueError):
+        raise ImportRefused(f"{not_an_export}: it is not JSON") from None
     if not isinstance(document, dict) or document.get("format") != EXPORT_FORMAT:
-        raise ImportRefused(f'the file is not an Agent Codex export (no "format": "{EXPORT_FORMAT}")')
+        raise ImportRefused(f'{not_an_export}: it has no "format": "{EXPORT_FORMAT}"')
     version = document.get("version")
     if isinstance(version, bool) or version not in READABLE_VERSIONS:
         readable = " and ".join(str(v) for v in READABLE_VERSIONS)

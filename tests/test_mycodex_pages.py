@@ -302,7 +302,7 @@ class ExportImportPageTest(PageTestCase):
         self.assertContains(response, "control character", status_code=400)
         self.assertFalse(Entry.objects.filter(codex=self.alice_codex).exists())
         response = self.client.post(IMPORT, {"file": SimpleUploadedFile("c.json", b"not json")})
-        self.assertContains(response, "the file is not JSON", status_code=400)
+        self.assertContains(response, "this is not an Agent Codex export", status_code=400)
 
     @override_settings(CODEX_IMPORT_MAX_BYTES=1000)
     def test_the_page_states_the_size_limit_and_refuses_bigger_files(self) -> None:
