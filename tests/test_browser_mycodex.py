@@ -84,8 +84,8 @@ class BrowserMyCodexTests(BrowserPages, LiveServerTestCase):
         self.wait().until(expected_conditions.url_contains(f"/codex/entries/{plan.id}/"))
         self.assertIn("<script>alert('x')</script>", self.web.find_element(By.ID, "content").text)
         self.assertEqual(len(self.web.find_elements(By.CSS_SELECTOR, "section.revision")), 2)
-        added = [e.text for e in self.web.find_elements(By.CSS_SELECTOR, ".diff .add")]
-        self.assertIn("+Step three: rollback drill.", added)
+        added = [e.text for e in self.web.find_elements(By.CSS_SELECTOR, ".diff ins")]
+        self.assertIn("Step three: rollback drill", " ".join(added))
         self.shot("entry")
 
         # Export: a real download streamed over uvicorn.

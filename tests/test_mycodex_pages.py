@@ -7,11 +7,13 @@ import re
 
 from django.contrib.auth import get_user_model
 from django.core.files.uploadedfile import SimpleUploadedFile
-from django.test import Client, TransactionTestCase, override_settings
+from django.template.loader import render_to_string
+from django.test import Client, SimpleTestCase, TransactionTestCase, override_settings
 from django.urls import reverse
 
 from authserver.tokens import mint_access_token
 from mcp_endpoint.auth import check_bearer_token
+from mycodex import history
 from notebook import services, transfer
 from notebook.models import Entry
 from notebook.validation import parse_entry_input
@@ -22,6 +24,8 @@ from tests.test_transfer import without_writers
 LIST = reverse("mycodex:list")
 EXPORT = reverse("mycodex:export")
 IMPORT = reverse("mycodex:import")
+REMOVED = '<span class="visually-hidden">removed: </span>'
+ADDED = '<span class="visually-hidden">added: </span>'
 CLEAR = reverse("mycodex:clear")
 
 
@@ -215,9 +219,12 @@ class EntryPageTest(PageTestCase):
         self.assertIn("step three", body)
         self.assertIn("agent-7", body)  # in revision 1's snapshot
         self.assertEqual(re.findall(r'<h3 id="rev-(\d+)">', body), ["3", "2", "1"])
-        self.assertIn('<span class="del">-step two</span>', body)
-        self.assertIn('<span class="add">+step 2</span>', body)
-        self.assertIn('<span class="add">+tags: a, b</span>', body)
+        # Field by field, the changed words marked, for a reader rather than in diff notation.
+        self.assertIn(f"<del>{REMOVED}two</del><ins>{ADDED}2</ins>", body)
+        self.assertIn(f"<ins>{ADDED}b</ins>", body)  # the tag added in revision 2
+        self.assertIn(f"<del>{REMOVED}agent-7</del>", body)  # the related agent removed
+        self.assertNotIn("@@", body)
+        self.assertNotIn("--- revision", body)
         self.assertIn("Revision 3", body)
 
     def test_it_compares_any_two_revisions(self) -> None:
@@ -230,8 +237,11 @@ class EntryPageTest(PageTestCase):
                 data=parse_entry_input({"content": content}),
             )
         body = self.client.get(entry_url(entry) + "?from=1&to=3").content.decode()
-        self.assertIn('<span class="del">-one</span>', body)
-        self.assertIn('<span class="add">+three</span>', body)
+        self.assertIn(f"<del>{REMOVED}one</del><ins>{ADDED}three</ins>", body)
+        # Revision 2 to 3 is also what the history shows for revision 3: shown once, not twice.
+        consecutive = self.client.get(entry_url(entry) + "?from=2&to=3").content.decode()
+        self.assertEqual(consecutive.count(f"<ins>{ADDED}three</ins>"), 1)
+        self.assertIn('href="#comparison"', consecutive)
         self.assertIn(
             "This entry has no such revision", self.client.get(entry_url(entry) + "?from=1&to=9").content.decode()
         )
@@ -239,6 +249,37 @@ class EntryPageTest(PageTestCase):
     def test_provenance_is_pretty_json(self) -> None:
         entry = self.save(provenance={"source": {"tool": "x"}})
         self.assertContains(self.client.get(entry_url(entry)), "{\n  &quot;source&quot;: {\n    &quot;tool&quot;")
+
+
+class WordDiffTest(SimpleTestCase):
+    def test_only_the_changed_words_are_marked_and_the_text_is_kept_exactly(self) -> None:
+        self.assertEqual(
+            history.word_changes("the quick brown fox", "the slow brown fox"),
+            [("same", "the "), ("del", "quick"), ("ins", "slow"), ("same", " brown fox")],
+        )
+        old, new = "line one\n  indented <b>\nlast", "line one\n  indented <i>\nlast\nextra"
+        changes = history.word_changes(old, new)
+        self.assertEqual("".join(text for kind, text in changes if kind != "ins"), old)
+        self.assertEqual("".join(text for kind, text in changes if kind != "del"), new)
+
+    def test_long_unchanged_stretches_are_shortened(self) -> None:
+        same = "word " * 400
+        changes = history.shorten(history.word_changes(same + "old", same + "new"))
+        self.assertEqual(changes[0][0], "gap")
+        self.assertLess(sum(len(text) for _, text in changes), 600)
+
+    def test_a_changed_field_is_escaped_in_the_page(self) -> None:
+        html = render_to_string(
+            "mycodex/_diff.html",
+            {
+                "fields": history.field_changes(
+                    history.Snapshot("<b>x</b>", None, [], [], None), history.Snapshot("<i>y</i>", None, [], [], None)
+                )
+            },
+        )
+        self.assertIn("&lt;<del>", html)
+        self.assertNotIn("<b>", html)
+        self.assertNotIn("<i>", html)
 
 
 class DeletePageTest(PageTestCase):
