@@ -109,9 +109,13 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # The site's 400/403/404 pages in debug too (codex_site.errors); Django's handlers otherwise.
+    "codex_site.errors.ErrorPagesMiddleware",
     # Last, so it sees the view's exceptions first: a database outage is a 503, one log line.
     "codex_site.middleware.DatabaseUnavailableMiddleware",
 ]
+# A stale form (signed out in another tab) gets a page that says so, not Django's developer page.
+CSRF_FAILURE_VIEW = "codex_site.errors.csrf_failure"
 
 ROOT_URLCONF = "codex_site.urls"
 

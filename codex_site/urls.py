@@ -41,3 +41,9 @@ urlpatterns = [
     path("o/register/<str:client_id>/", GuardedRegistrationManagementView.as_view()),
     path("o/", include((OAUTH_ENDPOINTS, "oauth2_provider"))),
 ]
+
+# Site-styled error pages (JSON on the API paths); codex_site.errors also serves them in debug.
+handler400 = "codex_site.errors.bad_request"
+handler403 = "codex_site.errors.permission_denied"
+handler404 = "codex_site.errors.page_not_found"
+handler500 = "codex_site.errors.server_error"
