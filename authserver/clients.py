@@ -6,6 +6,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from django.contrib.auth.decorators import login_required
+from django.db.models import Max, Min
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -32,9 +33,10 @@ def _live_tokens(user: Any) -> tuple[Any, Any]:
 def authorized_clients(request: HttpRequest) -> HttpResponse:
     """The clients holding a live token for this person, with a revoke button each.
 
-    Five queries however many clients: live access-token scopes, clients with a live
-    refresh token, the clients themselves, the person's codex, and what each client wrote
-    in it (created, last changed, wrote in at all; notebook.selectors.writer_counts).
+    Seven queries however many clients: live access-token scopes, clients with a live
+    refresh token, the clients themselves, when each got its first and its latest access and
+    refresh token (two grouped queries), the person's codex, and what each client wrote in it
+    (created, last changed, wrote in at all; notebook.selectors.writer_counts).
     """
     access, refresh = _live_tokens(request.user)
     scopes_by_application: dict[int, set[str]] = defaultdict(set)
@@ -43,6 +45,7 @@ def authorized_clients(request: HttpRequest) -> HttpResponse:
     application_ids = set(scopes_by_application) | set(refresh.values_list("application_id", flat=True))
     words = oauth2_settings.SCOPES
     applications = list(get_application_model().objects.filter(pk__in=application_ids).order_by("name", "pk"))
+    issued = _tokens_issued(request.user, [application.pk for application in applications])
     codex = Codex.objects.filter(owner=request.user).first()  # looking never creates it
     counts = _writer_counts(codex, [application.client_id for application in applications])
     clients = []
@@ -54,6 +57,8 @@ def authorized_clients(request: HttpRequest) -> HttpResponse:
                 "scopes": [words.get(scope, scope) for scope in scopes],
                 "redirect_host": _returns_to(application),
                 "wrote": counts.get(application.client_id, _NOTHING),
+                "connected_on": issued.get(application.pk, (None, None))[0],
+                "last_token": issued.get(application.pk, (None, None))[1],
             }
         )
     context = {"clients": clients, "revoked": _revoked_notice(request, codex)}
@@ -61,6 +66,23 @@ def authorized_clients(request: HttpRequest) -> HttpResponse:
 
 
 _NOTHING = WriterCounts(wrote=0, created=0, last_changed=0)
+
+
+def _tokens_issued(user: Any, application_ids: list[int]) -> dict[int, tuple[Any, Any]]:
+    """For each application: when this person's first token for it was issued (connected on)
+    and the latest (a working client gets a new access token at least once per lifetime)."""
+    spans: dict[int, tuple[Any, Any]] = {}
+    for model in (get_access_token_model(), get_refresh_token_model()):
+        rows = (
+            model.objects.filter(user=user, application_id__in=application_ids)
+            .values("application_id")
+            .annotate(first=Min("created"), last=Max("created"))
+            .values_list("application_id", "first", "last")
+        )
+        for application_id, first, last in rows:
+            known = spans.get(application_id)
+            spans[application_id] = (first, last) if known is None else (min(known[0], first), max(known[1], last))
+    return spans
 
 
 def _returns_to(application: Any) -> str:

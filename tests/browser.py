@@ -97,3 +97,127 @@ class BrowserPages:
         # The sign-in page has an h1 too: first wait for it to go, or a test may read it.
         self.wait().until(expected_conditions.staleness_of(login_page))
         self.wait().until(expected_conditions.presence_of_element_located((By.TAG_NAME, "h1")))
+
+
+# axe-core, the accessibility engine, from npm (pinned): installed once into var/ by the first
+# page test that needs it, with the npm that .ci/run installs. Without npm the page checks skip,
+# unless CODEX_REQUIRE_BROWSER=1 makes that a failure as it does for a missing browser.
+AXE_CORE_VERSION = "4.10.3"
+VIEWPORTS = {"desktop": (1280, 900, False), "phone": (390, 844, True)}  # width, height, mobile
+
+_axe_source: str | None = None
+
+
+def axe_source() -> str:
+    global _axe_source
+    if _axe_source is not None:
+        return _axe_source
+    prefix = Path(settings.BASE_DIR) / "var" / f"axe-core-{AXE_CORE_VERSION}"
+    script = prefix / "node_modules" / "axe-core" / "axe.min.js"
+    if not script.is_file():
+        npm = shutil.which("npm")
+        if npm is None:
+            message = "the accessibility checks need npm to install axe-core (apt-get install npm)"
+            if os.environ.get("CODEX_REQUIRE_BROWSER") == "1":
+                raise RuntimeError(message)
+            raise SkipTest(message)
+        import subprocess
+
+        subprocess.run(
+            [
+                npm,
+                "install",
+                "--no-save",
+                "--no-audit",
+                "--no-fund",
+                "--prefix",
+                str(prefix),
+                f"axe-core@{AXE_CORE_VERSION}",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
+    _axe_source = script.read_text()
+    return _axe_source
+
+
+_AXE_RUN = """
+const done = arguments[arguments.length - 1];
+axe.run(document, {resultTypes: ["violations"]}).then(
+  (results) => done(results.violations.map((v) => ({
+    id: v.id, impact: v.impact, help: v.help,
+    nodes: v.nodes.slice(0, 5).map((n) => n.target.join(" ") + " " + n.failureSummary),
+  }))),
+  (error) => done([{id: "axe-error", impact: "critical", help: String(error), nodes: []}]),
+);
+"""
+
+# What sticks out past the right edge of the viewport: the widest few elements, to say why.
+_OVERFLOW = """
+const root = document.documentElement;
+const width = root.clientWidth;
+const wide = [];
+for (const element of document.body.querySelectorAll("*")) {
+  const box = element.getBoundingClientRect();
+  if (box.right > width + 1) {
+    const classes = typeof element.className === "string" && element.className ?
+      "." + element.className.split(" ").join(".") : "";
+    const id = element.id ? "#" + element.id : "";
+    wide.push(`${element.tagName.toLowerCase()}${id}${classes} right=${Math.round(box.right)}`);
+  }
+}
+return {scrollWidth: root.scrollWidth, clientWidth: width, wide: wide.slice(0, 8)};
+"""
+
+
+class PageChecks:
+    """Each page at each viewport size: no horizontal overflow, no axe-core violation, and a
+    whole-page screenshot ``<screenshot_prefix>-<name>-<viewport>.png`` to look at."""
+
+    web: Any
+    screenshot_prefix: str
+
+    def use_viewport(self, viewport: str) -> None:
+        width, height, mobile = VIEWPORTS[viewport]
+        self.web.execute_cdp_cmd(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": mobile},
+        )
+
+    def overflow(self) -> dict[str, Any]:
+        return self.web.execute_script(_OVERFLOW)
+
+    def axe_violations(self) -> list[dict[str, Any]]:
+        self.web.set_script_timeout(60)
+        if not self.web.execute_script("return typeof axe !== 'undefined'"):
+            self.web.execute_script(axe_source())
+        return self.web.execute_async_script(_AXE_RUN)
+
+    def whole_page_shot(self, name: str, viewport: str) -> None:
+        width, height, mobile = VIEWPORTS[viewport]
+        full = self.web.execute_script("return document.documentElement.scrollHeight")
+        self.web.execute_cdp_cmd(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": width, "height": min(max(full, height), 6000), "deviceScaleFactor": 1, "mobile": mobile},
+        )
+        self.web.save_screenshot(str(screenshot_dir() / f"{self.screenshot_prefix}-{name}-{viewport}.png"))
+        self.use_viewport(viewport)
+
+    def problems_of_page(self, name: str, viewport: str, *, axe: bool = True) -> list[str]:
+        """What is wrong with the page open now; empty if nothing."""
+        problems = []
+        sizes = self.overflow()
+        if sizes["scrollWidth"] > sizes["clientWidth"]:
+            problems.append(
+                f"{name} at {viewport}: {sizes['scrollWidth']} px wide in a {sizes['clientWidth']} px viewport: "
+                + "; ".join(sizes["wide"])
+            )
+        if axe:
+            for violation in self.axe_violations():
+                problems.append(
+                    f"{name} at {viewport}: axe {violation['id']} ({violation['impact']}): {violation['help']}: "
+                    + " | ".join(violation["nodes"])
+                )
+        self.whole_page_shot(name, viewport)
+        return problems

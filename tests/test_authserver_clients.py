@@ -7,10 +7,11 @@ from django.db import connection
 from django.test import TestCase
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
-from oauth2_provider.models import get_access_token_model, get_application_model
+from oauth2_provider.models import get_access_token_model, get_application_model, get_refresh_token_model
 
 Application = get_application_model()
 AccessToken = get_access_token_model()
+RefreshToken = get_refresh_token_model()
 
 
 class ConnectedApplicationsTest(TestCase):
@@ -45,6 +46,17 @@ class ConnectedApplicationsTest(TestCase):
         page = self.client.get("/account/clients/").content.decode()
         self.assertIn("Reader", page)
         self.assertIn("Read your notes, Write your notes", page)
+
+    def test_it_says_when_each_client_was_connected_and_last_got_a_token(self) -> None:
+        self.connect("Reader", "notes:read")
+        reader = Application.objects.get(name="Reader")
+        at = dt.datetime(2026, 1, 2, 10, 30, tzinfo=dt.UTC)
+        AccessToken.objects.filter(application=reader).update(created=at)
+        RefreshToken.objects.create(user=self.alice, application=reader, token="refresh-reader", access_token=None)
+        RefreshToken.objects.filter(application=reader).update(created=at - dt.timedelta(days=3))
+        page = self.client.get("/account/clients/").content.decode()
+        self.assertIn('<td data-label="Connected"><time datetime="2025-12-30T10:30:00+00:00">2025-12-30</time>;', page)
+        self.assertIn('last got a token <time datetime="2026-01-02T10:30:00+00:00">2026-01-02 10:30 UTC</time>', page)
 
     def test_the_number_of_queries_does_not_grow_with_the_clients(self) -> None:
         self.connect("First", "notes:read")
