@@ -10,6 +10,7 @@ urlpatterns = [
     path("entries/<uuid:entry_id>/delete/", views.entry_delete, name="delete"),
     path("export.json", views.export_json, name="export"),
     path("export.md", views.export_markdown, name="export_markdown"),
+    path("export-markdown.zip", views.export_markdown_zip, name="export_markdown_zip"),
     path("import/", views.import_codex, name="import"),
     path("delete-all/", views.clear_codex, name="clear"),
 ]

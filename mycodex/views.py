@@ -215,7 +215,7 @@ def clear_codex(request: HttpRequest) -> HttpResponse:
     return render(request, "mycodex/clear.html", {"form": form, "count": count, "phrase": CLEAR_PHRASE}, status=status)
 
 
-def _stream(request: HttpRequest, chunks: Iterator[str]) -> Iterator[bytes] | AsyncIterator[bytes]:
+def _stream(request: HttpRequest, chunks: Iterator[str] | Iterator[bytes]) -> Iterator[bytes] | AsyncIterator[bytes]:
     """Serve ``chunks`` as they are produced, in blocks of about 64 KiB.
 
     Under ASGI (uvicorn) Django consumes a *sync* iterator into a list before sending it,
@@ -224,16 +224,17 @@ def _stream(request: HttpRequest, chunks: Iterator[str]) -> Iterator[bytes] | As
     """
 
     def blocks() -> Iterator[bytes]:
-        buffer: list[str] = []
+        buffer: list[bytes] = []
         size = 0
         for chunk in chunks:
-            buffer.append(chunk)
-            size += len(chunk)
+            data = chunk.encode("utf-8") if isinstance(chunk, str) else chunk
+            buffer.append(data)
+            size += len(data)
             if size >= STREAM_CHUNK_CHARS:
-                yield "".join(buffer).encode("utf-8")
+                yield b"".join(buffer)
                 buffer, size = [], 0
         if buffer:
-            yield "".join(buffer).encode("utf-8")
+            yield b"".join(buffer)
 
     if not isinstance(request, ASGIRequest):
         return blocks()
@@ -250,7 +251,9 @@ def _stream(request: HttpRequest, chunks: Iterator[str]) -> Iterator[bytes] | As
     return async_blocks()
 
 
-def _download(request: HttpRequest, chunks: Iterator[str], content_type: str, suffix: str) -> StreamingHttpResponse:
+def _download(
+    request: HttpRequest, chunks: Iterator[str] | Iterator[bytes], content_type: str, suffix: str
+) -> StreamingHttpResponse:
     response = StreamingHttpResponse(_stream(request, chunks), content_type=content_type)
     stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
     response["Content-Disposition"] = f'attachment; filename="codex-{request.user.get_username()}-{stamp}.{suffix}"'
@@ -270,6 +273,14 @@ def export_json(request: HttpRequest) -> StreamingHttpResponse:
 def export_markdown(request: HttpRequest) -> StreamingHttpResponse:
     codex = services.codex_for_user(user=request.user)
     return _download(request, transfer.export_markdown_chunks(codex=codex), "text/markdown; charset=utf-8", "md")
+
+
+@login_required
+@require_GET
+def export_markdown_zip(request: HttpRequest) -> StreamingHttpResponse:
+    """One Markdown file per note with YAML front matter, for Obsidian and other Markdown notebooks."""
+    codex = services.codex_for_user(user=request.user)
+    return _download(request, transfer.export_markdown_zip_chunks(codex=codex), "application/zip", "markdown.zip")
 
 
 @login_required

@@ -10,11 +10,14 @@ import datetime as dt
 import hashlib
 import json
 import uuid
+import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import yaml
 from django.utils import timezone
+from django.utils.text import slugify
 
 from notebook import quotas
 from notebook.exceptions import InvalidArgument, ResourceExhausted
@@ -116,6 +119,63 @@ def export_markdown_chunks(*, codex: Codex) -> Iterator[str]:
         fence = "`" * max(3, _longest_backtick_run(data["content"]) + 1)
         lines.append(f"\n{fence}text\n{data['content']}\n{fence}\n")
         yield "\n".join(lines)
+
+
+def markdown_note(data: dict[str, Any]) -> tuple[str, str]:
+    """One entry's export object as a note for a Markdown notebook (Obsidian and the like):
+    a file name from its title and id, and YAML front matter followed by the content exactly."""
+    meta: dict[str, Any] = {"id": data["id"]}
+    if "title" in data:
+        meta["title"] = data["title"]
+    meta.update(
+        tags=data["tags"],
+        related_agents=data["relatedAgentIds"],
+        revision=data["revision"],
+        created=data["createdAt"],
+        updated=data["updatedAt"],
+    )
+    front = yaml.safe_dump(meta, allow_unicode=True, sort_keys=False, width=1_000_000)
+    slug = slugify(data.get("title") or "", allow_unicode=True)[:60].strip("-_") or "untitled"
+    return f"{slug}-{data['id'][:8]}.md", f"---\n{front}---\n{data['content']}"
+
+
+class _WrittenChunks:
+    """A write-only file for ``zipfile`` (which then writes a streamable archive, with data
+    descriptors instead of seeking back): hands out what was written since the last take."""
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+
+    def write(self, data: bytes) -> int:
+        self.parts.append(bytes(data))
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+    def take(self) -> bytes:
+        data, self.parts = b"".join(self.parts), []
+        return data
+
+
+def export_markdown_zip_chunks(*, codex: Codex) -> Iterator[bytes]:
+    """The current state of every entry as a zip of Markdown notes (``markdown_note``), one
+    file per entry, streamed entry by entry (readable, not importable)."""
+    out = _WrittenChunks()
+    names: set[str] = set()
+    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for data in export_entries(codex=codex):
+            name, text = markdown_note(data)
+            if name in names:  # two titles with ids sharing their first 8 digits
+                name = f"{name[:-12]}-{data['id']}.md"
+            names.add(name)
+            updated = dt.datetime.fromisoformat(data["updatedAt"])
+            info = zipfile.ZipInfo(name, date_time=updated.timetuple()[:6])
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            archive.writestr(info, text)
+            yield out.take()
+    yield out.take()
 
 
 def _longest_backtick_run(text: str) -> int:
