@@ -24,6 +24,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 from typing import Any
 from unittest import SkipTest
@@ -223,8 +224,14 @@ class DocumentedExamplesTest(ReaderShell, LiveServerTestCase):
             command=server["command"], args=[*server["args"], "--header", f"Authorization: Bearer {token}"]
         )
 
-        async def names() -> list[str]:
-            async with Client(stdio_client(parameters), mode="legacy") as client:
+        async def names(log) -> list[str]:
+            async with Client(stdio_client(parameters, errlog=log), mode="legacy") as client:
                 return [tool.name for tool in (await client.list_tools()).tools]
 
-        return asyncio.run(asyncio.wait_for(names(), timeout=180))
+        # mcp-remote narrates on stderr; kept out of the test output unless the call fails.
+        with tempfile.TemporaryFile("w+") as log:
+            try:
+                return asyncio.run(asyncio.wait_for(names(log), timeout=180))
+            except Exception as error:
+                log.seek(0)
+                raise AssertionError(f"mcp-remote failed ({error!r}); its stderr:\n{log.read()[-4000:]}") from error
