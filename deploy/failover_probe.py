@@ -3,7 +3,9 @@
 Writers save and update notes through both workers over MCP (JSON-RPC ``tools/call`` over
 Streamable HTTP, as any client sends it), a reader gets them back, and /healthz is polled
 on both workers every 50 ms. Meanwhile the primary's postmaster is killed (SIGKILL) three
-times, each time on the new primary, and then Patroni switches over once on request.
+times, each time on the new primary; then a whole node is lost (its Patroni and its
+postmaster killed, so its leader lock must expire) and started again; then Patroni
+switches over once on request.
 
 A write counts as **acknowledged** only when its call answered success. A save that was
 refused (``unavailable``, HTTP 503) is retried with the same ``requestId``, which makes the
@@ -324,7 +326,7 @@ def primary_accepts(database_url: str) -> bool:
         return False
 
 
-def follow(switch: Switch, apis, database_url, workers, token, record: Record) -> None:
+def follow(switch: Switch, apis, database_url, workers, token, record: Record, on_primary_up=None) -> None:
     """Wait (bounded) for the new primary, then for the old one to rejoin as a replica."""
     deadline = switch.at + WAIT_LIMIT
     with http_client() as client:
@@ -338,6 +340,8 @@ def follow(switch: Switch, apis, database_url, workers, token, record: Record) -
                     answer = call_tool(client, worker, token, "field_notes_get", {"id": some_id})
                     record.call("get", answer)
                     switch.first_calls.append(answer.kind)
+                if on_primary_up is not None:
+                    on_primary_up()
             else:
                 time.sleep(0.05)
     while time.monotonic() < deadline:
@@ -354,6 +358,29 @@ def healthy(worker: str) -> bool:
         return httpx2.get(worker + "/healthz", timeout=5).status_code == 200
     except httpx2.TransportError:
         return False
+
+
+def patroni_pid(pid: int) -> int:
+    """Patroni's own pid: the script starts it through runuser when run as root."""
+    if Path(f"/proc/{pid}/comm").read_text().strip() == "runuser":
+        return int(Path(f"/proc/{pid}/task/{pid}/children").read_text().split()[0])
+    return pid
+
+
+def restart_node(command: str, name: str, node_dir: Path) -> None:
+    """Start a node's Patroni again, in its own session; its pid goes where the shell script's
+    clean-up finds it."""
+    with open(node_dir / "patroni-restarted.log", "ab") as log:
+        process = subprocess.Popen(
+            shlex.split(command.format(name=name)),
+            cwd=node_dir.parent,
+            stdout=log,
+            stderr=log,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    (node_dir / "patroni-restarted.pid").write_text(f"{process.pid}\n")
+    print(f"failover_probe: started Patroni on {name} again (pid {process.pid})", flush=True)
 
 
 def postmaster_pid(data_dir: str) -> int:
@@ -429,7 +456,8 @@ def main() -> int:
     parser.add_argument("--leader-port", action="store_true")
     parser.add_argument("--worker", action="append", default=[])
     parser.add_argument("--worker-pids", default="")
-    parser.add_argument("--node", action="append", default=[], help="name=REST URL,data directory")
+    parser.add_argument("--node", action="append", default=[], help="name=REST URL,data directory,Patroni's pid")
+    parser.add_argument("--restart-node", default="", help="command that starts a node's Patroni again; {name}")
     parser.add_argument("--patronictl", default="patronictl")
     args = parser.parse_args()
     if args.cluster_ready:
@@ -443,9 +471,9 @@ def main() -> int:
     nodes = {}
     for spec in args.node:
         name, _, rest = spec.partition("=")
-        api, _, data_dir = rest.partition(",")
-        nodes[name] = (api, data_dir)
-    apis = [api for api, _ in nodes.values()]
+        api, data_dir, pid = rest.split(",")
+        nodes[name] = (api, data_dir, int(pid))
+    apis = [api for api, _, _ in nodes.values()]
     worker_pids = [int(pid) for pid in args.worker_pids.split(",")]
     started_at = {pid: Path(f"/proc/{pid}/stat").read_text().split()[21] for pid in worker_pids}
 
@@ -465,14 +493,30 @@ def main() -> int:
     time.sleep(LOAD_BETWEEN)
 
     switches: list[Switch] = []
-    for number in range(1, 5):
+    for number in range(1, 6):
         state = cluster(apis)
         old = leader(state)["name"]
+        on_primary_up = None
         if number <= 3:
             pid = postmaster_pid(nodes[old][1])
             switch = Switch(f"kill -9 #{number}", old, at=time.monotonic())
             os.kill(pid, signal.SIGKILL)
             print(f"failover_probe: {switch.what}: killed the postmaster of {old} (pid {pid})", flush=True)
+        elif number == 4:
+            # The whole node at once: Patroni first, so that nothing on it can react, then
+            # its postmaster. Its leader lock now has to expire (ttl) before a standby may
+            # take over. Once the new primary is up, the node's Patroni is started again, as
+            # a host coming back would; it rejoins as a replica.
+            patroni, postmaster = patroni_pid(nodes[old][2]), postmaster_pid(nodes[old][1])
+            switch = Switch("node lost", old, at=time.monotonic())
+            os.kill(patroni, signal.SIGKILL)
+            os.kill(postmaster, signal.SIGKILL)
+            print(
+                f"failover_probe: {switch.what}: killed Patroni (pid {patroni}) and the postmaster of {old}", flush=True
+            )
+
+            def on_primary_up(name=old) -> None:
+                restart_node(args.restart_node, name, Path(nodes[name][1]).parent)
         else:
             candidate = next(m["name"] for m in state["members"] if m["role"] == "sync_standby")
             switch = Switch("switchover", old, at=time.monotonic())
@@ -487,8 +531,8 @@ def main() -> int:
             ]
             print(f"failover_probe: switchover: {shlex.join(command)}", flush=True)
             done = subprocess.run(command, capture_output=True, text=True, timeout=WAIT_LIMIT)
-            print(done.stdout.strip().splitlines()[-1] if done.stdout.strip() else done.stderr, flush=True)
-        follow(switch, apis, database_url, args.worker, token, record)
+            print((done.stdout.strip() or done.stderr.strip() or "(no output)").splitlines()[0], flush=True)
+        follow(switch, apis, database_url, args.worker, token, record, on_primary_up)
         switches.append(switch)
         print(
             f"failover_probe: {switch.what}: {switch.old} -> {switch.new}; primary up after "
@@ -603,7 +647,7 @@ def report(record, switches, stopped, args, token, database_url, worker_pids, st
                 seconds(switch.whole_again and switch.whole_again - switch.at),
             ),
         ]
-        if switch.what.startswith("kill"):
+        if switch.what != "switchover":
             checks.append(
                 (
                     f"{switch.what}: /healthz answered 503 during the gap (each worker)",
@@ -634,8 +678,8 @@ def report(record, switches, stopped, args, token, database_url, worker_pids, st
         ),
         ("workers never restarted", not restarted, str(restarted or "same pids")),
         (
-            "three unplanned failovers and one switchover done",
-            len(switches) == 4 and all(s.whole_again for s in switches),
+            "three postmaster kills, a lost node and a switchover done",
+            len(switches) == 5 and all(s.whole_again for s in switches),
             str(len(switches)),
         ),
     ]

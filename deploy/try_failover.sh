@@ -9,8 +9,9 @@
 #
 # deploy/failover_probe.py drives saves, updates and gets through both workers over MCP,
 # kill -9s the primary's postmaster three times (each time the new primary), waits for the
-# old primary to rejoin as a replica (Patroni, pg_rewind), then does one planned
-# switchover (patronictl), and checks: no acknowledged write lost, no duplicate from a
+# old primary to rejoin as a replica (Patroni, pg_rewind), then loses a whole node (its
+# Patroni and postmaster killed; started again once a new primary is up), then does one
+# planned switchover (patronictl), and checks: no acknowledged write lost, no duplicate from a
 # retried save, only success / unavailable / 503 as answers, /healthz 503 during each gap
 # and 200 after, the workers never restarted. It installs what it needs (apt: patroni,
 # etcd-server, postgresql-15; the project's .venv) and stops everything it started, by
@@ -85,6 +86,10 @@ cleanup() {
     trap - EXIT INT TERM
     # Workers first, then the Patroni nodes (each stops its PostgreSQL), then etcd.
     stop_all "${WORKER_PIDS[@]}"
+    # The probe starts a lost node's Patroni again, and leaves its pid beside the node.
+    for pidfile in "$WORK"/node*/patroni-restarted.pid; do
+        [[ -f "$pidfile" ]] && NODE_PIDS+=("$(cat "$pidfile")")
+    done
     stop_all "${NODE_PIDS[@]}"
     # A postmaster whose Patroni did not stop it is stopped by the pid in its postmaster.pid.
     for pidfile in "$WORK"/node*/data/postmaster.pid; do
@@ -203,13 +208,14 @@ done
 
 nodes=()
 for i in 1 2 3; do
-    nodes+=(--node "node$i=http://127.0.0.1:$((BASE + 200 + i)),$WORK/node$i/data")
+    nodes+=(--node "node$i=http://127.0.0.1:$((BASE + 200 + i)),$WORK/node$i/data,${NODE_PIDS[$((i - 1))]}")
 done
 rc=0
 FAILOVER_TOKEN="$TOKEN" "$PY" "$ROOT/deploy/failover_probe.py" \
     --worker "http://127.0.0.1:$W1" --worker "http://127.0.0.1:$W2" \
     --worker-pids "${WORKER_PIDS[0]},${WORKER_PIDS[1]}" \
     --patronictl "${PATRONICTL[*]}" \
+    --restart-node "${AS_PG[*]} patroni $WORK/{name}/patroni.yml" \
     "${nodes[@]}" || rc=$?
 if ((rc)); then
     grep -h -E "ERROR|Traceback" "$WORK"/worker-*.log | sort | uniq -c | sort -rn | head -20 >&2 || true
