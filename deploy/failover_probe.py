@@ -531,7 +531,8 @@ def main() -> int:
             ]
             print(f"failover_probe: switchover: {shlex.join(command)}", flush=True)
             done = subprocess.run(command, capture_output=True, text=True, timeout=WAIT_LIMIT)
-            print((done.stdout.strip() or done.stderr.strip() or "(no output)").splitlines()[0], flush=True)
+            lines = (done.stdout + done.stderr).strip().splitlines() or ["(no output)"]
+            print(next((line for line in lines if "witched over" in line), lines[0]), flush=True)
         follow(switch, apis, database_url, args.worker, token, record, on_primary_up)
         switches.append(switch)
         print(

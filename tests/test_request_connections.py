@@ -34,11 +34,7 @@ class RequestConnectionsTest(LiveServerTestCase):
             response = httpx2.get(self.live.base_url + "/healthz", timeout=10)
             self.assertEqual(response.status_code, 200)
         self.assertTrue(self.opened)
-        # request_finished runs just after the response is sent; wait for it (bounded).
-        deadline = time.monotonic() + 10
-        while any(wrapper.connection is not None for wrapper in self.opened) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        self.assertEqual([wrapper for wrapper in self.opened if wrapper.connection is not None], [])
+        self.assert_every_connection_closed()
 
     def test_an_oauth_endpoint_closes_its_connection_too(self) -> None:
         # The authorization endpoint looks the client up before anything else.
@@ -47,6 +43,10 @@ class RequestConnectionsTest(LiveServerTestCase):
         )
         self.assertLess(response.status_code, 500)
         self.assertTrue(self.opened)
+        self.assert_every_connection_closed()
+
+    def assert_every_connection_closed(self) -> None:
+        # request_finished runs just after the response is sent; wait for it (bounded).
         deadline = time.monotonic() + 10
         while any(wrapper.connection is not None for wrapper in self.opened) and time.monotonic() < deadline:
             time.sleep(0.02)
