@@ -15,11 +15,18 @@ pass through Django's request cycle, so they keep theirs.
 
 from typing import Any
 
+from django.core.handlers.asgi import ASGIHandler
 from django.db import connections
 
 
-def close_request_connections(**kwargs: Any) -> None:
+def close_request_connections(sender: Any, **kwargs: Any) -> None:
     """``request_finished`` receiver: runs in the finishing request's thread, so it closes
-    that request's connections and no other thread's."""
+    that request's connections and no other thread's.
+
+    Only for requests served by the ASGI handler: Django's test client (its own handlers)
+    runs a request in the test's thread, whose connection holds the test's transaction, and
+    Django keeps that open on purpose."""
+    if not (isinstance(sender, type) and issubclass(sender, ASGIHandler)):
+        return
     for connection in connections.all(initialized_only=True):
         connection.close()

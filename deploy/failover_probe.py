@@ -32,6 +32,7 @@ import threading
 import time
 import urllib.request
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -101,7 +102,11 @@ class Answer:
     kind: str  # ok | unavailable | 503 | conflict | not_found | other codes | http NNN | no answer
     started: float
     ended: float
-    entry: dict | None = None
+    result: dict | None = None  # the structured content of a success
+
+    @property
+    def entry(self) -> dict:
+        return self.result["entry"]
 
 
 def call_tool(client: httpx2.Client, worker: str, token: str, name: str, arguments: dict) -> Answer:
@@ -125,7 +130,7 @@ def call_tool(client: httpx2.Client, worker: str, token: str, name: str, argumen
     try:
         result = response.json()["result"]
         if not result.get("isError"):
-            return Answer("ok", started, ended, result["structuredContent"]["entry"])
+            return Answer("ok", started, ended, result["structuredContent"])
         return Answer(json.loads(result["content"][0]["text"])["error"]["code"], started, ended)
     except (ValueError, KeyError, IndexError, TypeError):
         return Answer("malformed answer", started, ended)
@@ -326,7 +331,9 @@ def primary_accepts(database_url: str) -> bool:
         return False
 
 
-def follow(switch: Switch, apis, database_url, workers, token, record: Record, on_primary_up=None) -> None:
+def follow(
+    switch: Switch, apis, database_url, workers, token, record: Record, on_primary_up: Callable[[], None] | None
+) -> None:
     """Wait (bounded) for the new primary, then for the old one to rejoin as a replica."""
     deadline = switch.at + WAIT_LIMIT
     with http_client() as client:
@@ -393,19 +400,10 @@ def browse_all(client: httpx2.Client, worker: str, token: str) -> list[dict]:
     cursor = None
     for _page in range(10_000):
         arguments = {"limit": 50, **({"cursor": cursor} if cursor else {})}
-        body = {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "tools/call",
-            "params": {"name": "field_notes_search", "arguments": arguments},
-        }
-        headers = {
-            "Authorization": f"Bearer {token}",
-            "Accept": "application/json, text/event-stream",
-            "MCP-Protocol-Version": "2025-06-18",
-        }
-        result = client.post(worker + "/mcp", json=body, headers=headers, timeout=CALL_TIMEOUT).json()["result"]
-        page = result["structuredContent"]
+        answer = call_tool(client, worker, token, "field_notes_search", arguments)
+        if answer.kind != "ok":
+            raise SystemExit(f"failover_probe: browsing the codex got {answer.kind}")
+        page = answer.result
         entries += page["entries"]
         cursor = page.get("nextCursor")
         if not cursor:
@@ -447,6 +445,36 @@ def write_gap(record: Record, switch: Switch, window_end: float) -> tuple[float,
 
 def seconds(value: float | None) -> str:
     return "never" if value is None else f"{value:.1f} s"
+
+
+def start_switch(what: str, state: dict, nodes: dict, args) -> tuple[Switch, Callable[[], None] | None]:
+    """Take the primary away (or ask Patroni to move it); what to do once a new one is up."""
+    old = leader(state)["name"]
+    if what.startswith("kill"):
+        pid = postmaster_pid(nodes[old][1])
+        switch = Switch(what, old, at=time.monotonic())
+        os.kill(pid, signal.SIGKILL)
+        print(f"failover_probe: {what}: killed the postmaster of {old} (pid {pid})", flush=True)
+        return switch, None
+    if what == "node lost":
+        # The whole node at once: Patroni first, so that nothing on it can react, then its
+        # postmaster. Its leader lock now has to expire (ttl) before a standby may take
+        # over. Once the new primary is up, the node's Patroni is started again, as a host
+        # coming back would; it rejoins as a replica.
+        patroni, postmaster = patroni_pid(nodes[old][2]), postmaster_pid(nodes[old][1])
+        switch = Switch(what, old, at=time.monotonic())
+        os.kill(patroni, signal.SIGKILL)
+        os.kill(postmaster, signal.SIGKILL)
+        print(f"failover_probe: {what}: killed Patroni (pid {patroni}) and the postmaster of {old}", flush=True)
+        return switch, lambda: restart_node(args.restart_node, old, Path(nodes[old][1]).parent)
+    candidate = next(m["name"] for m in state["members"] if m["role"] == "sync_standby")
+    switch = Switch(what, old, at=time.monotonic())
+    command = [*shlex.split(args.patronictl), "switchover", "--leader", old, "--candidate", candidate, "--force"]
+    print(f"failover_probe: {what}: {shlex.join(command)}", flush=True)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=WAIT_LIMIT)
+    lines = (done.stdout + done.stderr).strip().splitlines() or ["(no output)"]
+    print(next((line for line in lines if "witched over" in line), lines[0]), flush=True)
+    return switch, None
 
 
 def main() -> int:
@@ -493,46 +521,8 @@ def main() -> int:
     time.sleep(LOAD_BETWEEN)
 
     switches: list[Switch] = []
-    for number in range(1, 6):
-        state = cluster(apis)
-        old = leader(state)["name"]
-        on_primary_up = None
-        if number <= 3:
-            pid = postmaster_pid(nodes[old][1])
-            switch = Switch(f"kill -9 #{number}", old, at=time.monotonic())
-            os.kill(pid, signal.SIGKILL)
-            print(f"failover_probe: {switch.what}: killed the postmaster of {old} (pid {pid})", flush=True)
-        elif number == 4:
-            # The whole node at once: Patroni first, so that nothing on it can react, then
-            # its postmaster. Its leader lock now has to expire (ttl) before a standby may
-            # take over. Once the new primary is up, the node's Patroni is started again, as
-            # a host coming back would; it rejoins as a replica.
-            patroni, postmaster = patroni_pid(nodes[old][2]), postmaster_pid(nodes[old][1])
-            switch = Switch("node lost", old, at=time.monotonic())
-            os.kill(patroni, signal.SIGKILL)
-            os.kill(postmaster, signal.SIGKILL)
-            print(
-                f"failover_probe: {switch.what}: killed Patroni (pid {patroni}) and the postmaster of {old}", flush=True
-            )
-
-            def on_primary_up(name=old) -> None:
-                restart_node(args.restart_node, name, Path(nodes[name][1]).parent)
-        else:
-            candidate = next(m["name"] for m in state["members"] if m["role"] == "sync_standby")
-            switch = Switch("switchover", old, at=time.monotonic())
-            command = [
-                *shlex.split(args.patronictl),
-                "switchover",
-                "--leader",
-                old,
-                "--candidate",
-                candidate,
-                "--force",
-            ]
-            print(f"failover_probe: switchover: {shlex.join(command)}", flush=True)
-            done = subprocess.run(command, capture_output=True, text=True, timeout=WAIT_LIMIT)
-            lines = (done.stdout + done.stderr).strip().splitlines() or ["(no output)"]
-            print(next((line for line in lines if "witched over" in line), lines[0]), flush=True)
+    for what in ["kill -9 #1", "kill -9 #2", "kill -9 #3", "node lost", "switchover"]:
+        switch, on_primary_up = start_switch(what, cluster(apis), nodes, args)
         follow(switch, apis, database_url, args.worker, token, record, on_primary_up)
         switches.append(switch)
         print(
