@@ -11,7 +11,12 @@ class CodexSiteConfig(AppConfig):
     verbose_name = "Agent Codex site"
 
     def ready(self) -> None:
+        from django.core.signals import request_finished
+
         from codex_site import checks  # noqa: F401  (registers the start-up refusal)
+        from codex_site.request_connections import close_request_connections
+
+        request_finished.connect(close_request_connections, dispatch_uid="codex_close_request_connections")
 
         # SQLite needs its directory; made when the process starts, not when settings load.
         database = settings.DATABASES["default"]

@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from authserver.scopes import READ, SCOPES
+from codex_site.database_url import database_settings
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("CODEX_VAR_DIR", BASE_DIR / "var"))
@@ -146,7 +146,9 @@ SQLITE_PATH = Path(os.environ.get("CODEX_SQLITE_PATH", VAR_DIR / "codex.sqlite3"
 CONN_MAX_AGE = envint("CODEX_CONN_MAX_AGE", 60)
 if os.environ.get("DATABASE_URL"):
     DATABASES = {
-        "default": dj_database_url.parse(os.environ["DATABASE_URL"], conn_max_age=CONN_MAX_AGE, conn_health_checks=True)
+        # dj-database-url's reading, plus libpq's list of hosts for a replicated PostgreSQL
+        # (codex_site.database_url); health checks notice a connection a failover killed.
+        "default": database_settings(os.environ["DATABASE_URL"], conn_max_age=CONN_MAX_AGE, conn_health_checks=True)
     }
 else:
     # The directory is made at start-up (codex_site.checks), not here.

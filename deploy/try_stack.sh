@@ -7,8 +7,8 @@
 #
 # It shows that a slow-client flood no longer reaches the workers, that normal clients
 # keep their latency meanwhile, and that the two workers share rate limits and
-# revocation. Needs nginx (apt-get install nginx), openssl and PostgreSQL server
-# binaries. Everything it starts, it stops (by process id) on exit.
+# revocation. Installs what is missing (apt: nginx, openssl, postgresql; the project's
+# .venv). Everything it starts, it stops (by process id) on exit.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -16,8 +16,24 @@ PY="$ROOT/.venv/bin/python"
 NGINX="${NGINX:-$(command -v nginx || echo /usr/sbin/nginx)}"
 
 if [[ "${1:-}" != "--inside" ]]; then
-    [[ -x "$NGINX" ]] || { echo "try_stack: nginx not found (apt-get install nginx)" >&2; exit 3; }
-    [[ -x "$PY" ]] || bash "$ROOT/scripts/bootstrap.sh"
+    need=()
+    [[ -x "$NGINX" ]] || need+=(nginx)
+    command -v openssl >/dev/null 2>&1 || need+=(openssl)
+    bash "$ROOT/scripts/with_postgres.sh" --check >/dev/null 2>&1 || need+=(postgresql)
+    if ((${#need[@]})); then
+        [[ $(id -u) == 0 ]] || { echo "try_stack: needs ${need[*]}; run as root to install them" >&2; exit 3; }
+        echo "try_stack: apt-get install ${need[*]}"
+        # The packages would start a default nginx site and PostgreSQL cluster; this run uses its own.
+        mkdir -p /etc/postgresql-common/createcluster.d
+        echo "create_main_cluster = false" >/etc/postgresql-common/createcluster.d/99-codex-stack.conf
+        DEBIAN_FRONTEND=noninteractive apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" </dev/null >/dev/null
+        if [[ " ${need[*]} " == *" nginx "* ]] && command -v systemctl >/dev/null 2>&1; then
+            systemctl disable --now nginx >/dev/null 2>&1 || true
+        fi
+        NGINX="$(command -v nginx || echo /usr/sbin/nginx)"
+    fi
+    bash "$ROOT/scripts/bootstrap.sh"
     exec bash "$ROOT/scripts/with_postgres.sh" bash "$0" --inside
 fi
 

@@ -1,0 +1,65 @@
+"""``DATABASE_URL`` to Django's ``DATABASES["default"]``, including libpq's multi-host form.
+
+A replicated PostgreSQL is named by every node and asks for the writable one::
+
+    postgresql://codex:secret@10.0.0.1:5432,10.0.0.2:5432,10.0.0.3:5432/codex?target_session_attrs=read-write
+
+libpq (and psycopg, which tries the hosts in order) connects to the first node that
+accepts a read-write session, so after a failover the next new connection finds the new
+primary without any change here. dj-database-url refuses that URL (``urlsplit`` cannot
+read a port out of ``h1:p1,h2:p2``), so the host list is taken out first, the rest is
+parsed by dj-database-url as a one-host URL, and the hosts and ports are put back as
+libpq's comma-separated ``host`` and ``port`` lists, which Django's PostgreSQL backend
+passes to psycopg unchanged.
+"""
+
+import re
+from typing import Any
+from urllib.parse import unquote
+
+import dj_database_url
+
+# Seconds psycopg waits for each host before trying the next (libpq's connect_timeout;
+# psycopg's own default is 130 s per host). A node that is down but not refusing (a lost
+# host, a dropped packet) then costs a call this long per host, not minutes; a URL that
+# sets connect_timeout itself wins.
+CONNECT_TIMEOUT_SECONDS = 3
+
+_POSTGRES_ENGINES = {"django.db.backends.postgresql", "django.contrib.gis.db.backends.postgis"}
+_SCHEME = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<netloc>[^/?#]*)(?P<rest>.*)$", re.DOTALL)
+_HOST = re.compile(r"^(?:\[(?P<ipv6>[^\]]*)\]|(?P<name>[^:]*))(?::(?P<port>\d*))?$")
+
+
+class DatabaseURLError(ValueError):
+    """The URL cannot be read; the message says which part and never repeats a password."""
+
+
+def _split_host(spec: str) -> tuple[str, str]:
+    match = _HOST.match(spec)
+    if match is None or not (match["ipv6"] or match["name"]):
+        raise DatabaseURLError(f"DATABASE_URL: cannot read host {spec!r} of its host list")
+    return unquote(match["ipv6"] or match["name"]), match["port"] or ""
+
+
+def database_settings(url: str, *, conn_max_age: int, conn_health_checks: bool = True) -> dict[str, Any]:
+    """The ``DATABASES`` entry for ``url``: dj-database-url's, plus a host list if given."""
+    match = _SCHEME.match(url)
+    hosts: list[tuple[str, str]] = []
+    if match and "," in match["netloc"]:
+        userinfo, _, host_list = match["netloc"].rpartition("@")
+        hosts = [_split_host(spec) for spec in host_list.split(",")]
+        # dj-database-url reads everything else (user, password, database, options) from a
+        # one-host URL; the host put there is replaced below.
+        one_host = f"{userinfo}@placeholder" if userinfo else "placeholder"
+        url = f"{match['scheme']}://{one_host}{match['rest']}"
+    database = dj_database_url.parse(url, conn_max_age=conn_max_age, conn_health_checks=conn_health_checks)
+    if hosts:
+        if database["ENGINE"] not in _POSTGRES_ENGINES:
+            raise DatabaseURLError("DATABASE_URL: a list of hosts is understood for PostgreSQL only")
+        database["HOST"] = ",".join(host for host, _port in hosts)
+        # libpq: one port per host (an empty one means the default), or none at all.
+        ports = [port for _host, port in hosts]
+        database["PORT"] = ",".join(ports) if any(ports) else ""
+    if database["ENGINE"] in _POSTGRES_ENGINES:
+        database.setdefault("OPTIONS", {}).setdefault("connect_timeout", CONNECT_TIMEOUT_SECONDS)
+    return database
