@@ -320,7 +320,9 @@ def _page(
 
 # --- Newest first, for the person's own pages (contract 9) -------------------------------
 # The tools page in id order; a person wants the latest notes first. Same candidates, same
-# matching, same filters; keyset paging on (updated_at, id) with a cursor of its own salt.
+# matching, same filters; keyset paging on (updated_at, write_seq) with a cursor of its own
+# salt. ``write_seq`` is unique in a codex and follows the write order, so writes of one
+# millisecond keep the order they were made in.
 
 _RECENT_CURSOR_SALT = "notebook.recent.cursor.v1"
 
@@ -332,18 +334,18 @@ class RecentPage:
     scanned: int
 
 
-def _decode_recent_cursor(codex: Codex, params: SearchParams) -> tuple[dt.datetime, uuid.UUID] | None:
+def _decode_recent_cursor(codex: Codex, params: SearchParams) -> tuple[dt.datetime, int] | None:
     if params.cursor is None:
         return None
     payload = _cursor_payload(codex, params, _RECENT_CURSOR_SALT)
     try:
-        return dt.datetime.fromisoformat(payload["u"]), uuid.UUID(payload["a"])
+        return dt.datetime.fromisoformat(payload["u"]), int(payload["s"])
     except (KeyError, TypeError, ValueError):
         raise InvalidArgument(_BAD_CURSOR) from None
 
 
 def entry_recent(*, codex: Codex, params: SearchParams, max_scanned: int = 10 * CANDIDATES_PER_PAGE) -> RecentPage:
-    """One page of the codex newest first (``updated_at`` descending, then id descending).
+    """One page of the codex newest first (``updated_at`` descending, then the write order).
 
     Filters and matching are the search tool's (same candidates, same ``_matches``).
     Candidates are examined in batches of 100 until ``params.limit`` match or about
@@ -352,7 +354,7 @@ def entry_recent(*, codex: Codex, params: SearchParams, max_scanned: int = 10 * 
     """
     after = _decode_recent_cursor(codex, params)
     normalized_query = normalize_for_search(params.query)
-    newest_first = _recent_candidates(codex, params).order_by("-updated_at", "-id")
+    newest_first = _recent_candidates(codex, params).order_by("-updated_at", "-write_seq")
     entries: list[Entry] = []
     scanned = 0
     last: Entry | None = None
@@ -360,8 +362,8 @@ def entry_recent(*, codex: Codex, params: SearchParams, max_scanned: int = 10 * 
     while len(entries) < params.limit and scanned < max_scanned:
         candidates = newest_first
         if after is not None:
-            moment, last_id = after
-            candidates = candidates.filter(Q(updated_at__lt=moment) | Q(updated_at=moment, id__lt=last_id))
+            moment, last_seq = after
+            candidates = candidates.filter(Q(updated_at__lt=moment) | Q(updated_at=moment, write_seq__lt=last_seq))
         batch = list(candidates[: CANDIDATES_PER_PAGE + 1])
         position = -1  # index in ``batch`` of the last candidate examined
         for index, candidate in enumerate(batch[:CANDIDATES_PER_PAGE]):
@@ -376,10 +378,10 @@ def entry_recent(*, codex: Codex, params: SearchParams, max_scanned: int = 10 * 
         more = len(batch) > position + 1
         if not more or last is None:
             break
-        after = (last.updated_at, last.id)
+        after = (last.updated_at, last.write_seq)
     next_cursor = None
     if more and last is not None:
-        payload = {"u": last.updated_at.isoformat(), "a": str(last.id), "b": _cursor_binding(codex, params)}
+        payload = {"u": last.updated_at.isoformat(), "s": last.write_seq, "b": _cursor_binding(codex, params)}
         next_cursor = signing.dumps(payload, salt=_RECENT_CURSOR_SALT)
     return RecentPage(entries=entries, next_cursor=next_cursor, scanned=scanned)
 

@@ -122,7 +122,7 @@ def entry_save(*, codex: Codex, request_id: str, data: EntryInput, writer: Write
         # the winner, committed by then, is read after it.
         with write_transaction():
             # Usage first: a save past a quota writes nothing.
-            quotas.charge(codex=codex, entries=1, stored_bytes=quotas.input_bytes(data))
+            entry.write_seq = quotas.charge(codex=codex, entries=1, stored_bytes=quotas.input_bytes(data))
             _INSERT[Entry].rows([entry])
             _INSERT[RequestKey].values(
                 [
@@ -168,10 +168,11 @@ def entry_update(
             f"entry is at revision {entry.revision}, not {expected_revision}; "
             "get the latest entry, reconcile, and send a new replacement"
         )
-    quotas.charge(codex=codex, entries=0, stored_bytes=quotas.input_bytes(data))
+    write_seq = quotas.charge(codex=codex, entries=0, stored_bytes=quotas.input_bytes(data))
     old_tags, old_agents = list(entry.tags), list(entry.related_agent_ids)
     _apply(entry, data)
     entry.revision += 1
+    entry.write_seq = write_seq
     entry.updated_at = max(_now(), entry.created_at)
     # Not entry.save(), whose UPDATE names only the primary key: every notebook query
     # names its codex, so the tables can be distributed by codex (docs/deploy.md).

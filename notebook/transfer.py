@@ -322,7 +322,7 @@ def _create(codex: Codex, entry_id: uuid.UUID, item: _ImportedEntry) -> None:
     )
     _apply(entry, item.data)
     stored = sum(quotas.input_bytes(snapshot.data) for snapshot in item.snapshots)
-    quotas.charge(codex=codex, entries=1, stored_bytes=stored)
+    entry.write_seq = quotas.charge(codex=codex, entries=1, stored_bytes=stored)
     entry.save(force_insert=True)
     EntryRevision.objects.bulk_create(
         EntryRevision(
