@@ -26,10 +26,14 @@ CODEX_REQUIRE_POSTGRES ?=
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test bootstrap lint bench bench-pg bench-scale
+.PHONY: run test bootstrap bootstrap-test lint bench bench-pg bench-scale
 
 bootstrap:
 	@bash scripts/bootstrap.sh
+
+# The server's packages and the test-only ones (requirements-test.txt).
+bootstrap-test:
+	@bash scripts/bootstrap.sh --test
 
 # DEBUG on by default for local runs; an explicitly set DJANGO_DEBUG
 # (even empty or 0) in the environment or on the make command line wins.
@@ -51,7 +55,7 @@ run: bootstrap
 
 # makemigrations needs *some* SECRET_KEY (only the test runner brings its
 # own); give it a throwaway one unless the caller set one.
-test: bootstrap
+test: bootstrap-test
 	env -u DATABASE_URL SECRET_KEY="$${SECRET_KEY:-makemigrations-check-only-$$RANDOM$$RANDOM$$RANDOM-not-a-real-key}" \
 		$(PY) manage.py makemigrations --check --dry-run
 	@echo "==> tests on SQLite"

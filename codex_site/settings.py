@@ -145,7 +145,7 @@ if os.environ.get("DATABASE_URL"):
         "default": dj_database_url.parse(os.environ["DATABASE_URL"], conn_max_age=CONN_MAX_AGE, conn_health_checks=True)
     }
 else:
-    # The directory is made at start-up (codex_site.checks), not here.
+    # The directory is made at start-up (codex_site.apps), not here.
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
@@ -199,12 +199,12 @@ if _public.scheme == "https":
     CSRF_COOKIE_SECURE = True
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
-# Rate limits per client address: dynamic client registrations per hour, and sign-ins
-# that make the server fetch a new client's metadata document per 10 minutes.
 # The largest export file a person may upload at /codex/import/ (operators use
 # `manage.py codex_import` for larger ones). Uploads over FILE_UPLOAD_MAX_MEMORY_SIZE
 # (Django's 2.5 MB default) are spooled to a temporary file, not held in memory.
 CODEX_IMPORT_MAX_BYTES = envint("CODEX_IMPORT_MAX_BYTES", 32 * 1024 * 1024)
+# Rate limits per client address: dynamic client registrations per hour, and sign-ins
+# that make the server fetch a new client's metadata document per 10 minutes.
 CODEX_DCR_RATE_LIMIT = envint("CODEX_DCR_RATE_LIMIT", 20)
 CODEX_CIMD_RATE_LIMIT = envint("CODEX_CIMD_RATE_LIMIT", 30)
 # Quotas (contract 6, resource_exhausted): tool calls per access token per minute, shared

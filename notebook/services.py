@@ -43,8 +43,11 @@ def codex_for_user(*, user: AbstractBaseUser) -> Codex:
         return codex
 
 
-def _apply(entry: Entry, data: EntryInput) -> None:
-    """Copy a complete entry input onto ``entry``: omitted optional fields are removed."""
+def apply_input(entry: Entry, data: EntryInput) -> None:
+    """Copy a complete entry input onto ``entry``: omitted optional fields are removed.
+
+    The one place an entry's fields and search columns are derived from an input (the
+    services and the import use it)."""
     entry.title = data.title
     entry.content = data.content
     entry.content_bytes = len(data.content.encode("utf-8"))
@@ -114,7 +117,7 @@ def entry_save(*, codex: Codex, request_id: str, data: EntryInput, writer: Write
     """
     now = _now()
     entry = new_instance(Entry, codex=codex, revision=1, created_at=now, updated_at=now)
-    _apply(entry, data)
+    apply_input(entry, data)
     try:
         # Insert first, then handle the duplicate (as contrib.sessions does). The
         # transaction is the whole write, so a fresh save (the common case) costs no
@@ -170,7 +173,7 @@ def entry_update(
         )
     write_seq = quotas.charge(codex=codex, entries=0, stored_bytes=quotas.input_bytes(data))
     old_tags, old_agents = list(entry.tags), list(entry.related_agent_ids)
-    _apply(entry, data)
+    apply_input(entry, data)
     entry.revision += 1
     entry.write_seq = write_seq
     entry.updated_at = max(_now(), entry.created_at)

@@ -36,3 +36,13 @@ class ImportDirectionTest(SimpleTestCase):
 
     def test_the_mcp_endpoint_reaches_the_authorization_server_only_through_auth(self) -> None:
         self.assertEqual(importers("mcp_endpoint", "authserver"), ["mcp_endpoint/auth.py"])
+
+
+class RequirementsTest(SimpleTestCase):
+    def test_test_only_packages_are_not_installed_with_the_server(self) -> None:
+        runtime = (ROOT / "requirements.txt").read_text().lower()
+        tests = (ROOT / "requirements-test.txt").read_text().lower()
+        for package in ("selenium", "hypothesis", "hypothesis-jsonschema", "trio"):
+            self.assertNotIn(f"\n{package}==", runtime)
+            self.assertIn(f"\n{package}==", tests)
+        self.assertIn("\n-r requirements.txt\n", tests)

@@ -1,4 +1,4 @@
-"""Issue 8's fast path: one token check per tool call, made by the tool handler right
+"""The tool call's fast path: one token check per tool call, made by the tool handler right
 before the service, still answered at HTTP level (401/403/503) when it refuses; and the
 statements each tool costs, counted so that regressions show."""
 
