@@ -158,15 +158,24 @@ else:
         }
     }
 
+# The fast path (notebook.sql, notebook.sqlite): statements built once per database, and on
+# SQLite the writer queue, group sync and checkpointer. CODEX_FAST_PATH=0 runs every service
+# and selector on the plain Django ORM and SQLite with synchronous=FULL (docs/architecture.md).
+CODEX_FAST_PATH = envbool("CODEX_FAST_PATH", True)
+
 SQLITE_OPTIONS = {
     "timeout": 20,
     "transaction_mode": "IMMEDIATE",
     # synchronous=NORMAL: COMMIT does not sync the log; notebook writes sync it themselves
-    # before they return, several commits per sync (notebook.transactions: a group sync),
-    # so nothing acknowledged is lost to a power cut.
+    # before they return, several commits per sync (notebook.sqlite.group_sync), so nothing
+    # acknowledged is lost to a power cut. Without the fast path, COMMIT syncs (FULL).
     # wal_autocheckpoint: a backstop only; a thread checkpoints after commits, off the
-    # request path (notebook.transactions), long before the log reaches 20,000 pages.
-    "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA wal_autocheckpoint=20000;",
+    # request path (notebook.sqlite.checkpointer), long before the log reaches 20,000 pages.
+    "init_command": (
+        "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA wal_autocheckpoint=20000;"
+        if CODEX_FAST_PATH
+        else "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"
+    ),
 }
 # Every SQLite database gets them, however it was configured (DATABASE_URL=sqlite:///...
 # too); options given explicitly win.

@@ -31,8 +31,8 @@ from authserver import ratelimit
 from authserver.scopes import ALL_SCOPES as ALL_SCOPES
 from authserver.scopes import READ as READ
 from authserver.scopes import WRITE as WRITE
-from notebook import rows
-from notebook.rows import ModelColumns
+from notebook.sql import driver
+from notebook.sql.converters import ModelColumns
 from notebook.writers import UNKNOWN_WRITER, Writer
 
 # Where the HTTP guard leaves the checked grant in the ASGI scope for the tool handler.
@@ -127,7 +127,7 @@ class _TokenQuery:
     def fetch(self, checksum: str) -> tuple[Any, ...] | None:
         """(expires, scope, resource, user or None, application or None), or None if no such token."""
         connection = connections[self.alias]
-        row = rows.run(connection, self.sql, [checksum], rows.fetchone)
+        row = driver.run(connection, self.sql, [checksum], driver.fetchone)
         if row is None:
             return None
         ends = [len(self.token)]
