@@ -72,7 +72,7 @@ ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", [_public.hostname or "127.0.0.1", "127.
 # token, registration, revocation and the authorization-server metadata (plus the OpenID
 # discovery URLs clients probe, so that a page can read their 404). Never the sign-in,
 # consent or admin pages. Which origins: CODEX_ALLOWED_ORIGINS, matched by
-# codex_site.origins (through authserver.cors), the same rule /mcp uses.
+# common.origins (through authserver.cors), the same rule /mcp uses.
 CORS_URLS_REGEX = (
     r"^/(o/(token|revoke_token)/|o/register/([^/]+/)?"
     r"|(o/)?\.well-known/(oauth-authorization-server|openid-configuration)(/o)?/?)$"
