@@ -12,7 +12,7 @@ The writer at the head of the queue runs its transaction on the process's *write
 connection* for that file, not on its thread's own. In WAL mode a connection drops its whole
 page cache whenever another connection has committed since its last transaction, so with a
 connection per thread every write started cold and read each page of the indexes it touched
-back from the operating system (about 45 ``pread`` calls per save). One connection that makes
+back from the operating system. One connection that makes
 every commit of the process keeps its cache. Django's connections are per thread: for the
 length of the transaction the thread's handle is swapped for the write connection (which
 allows thread sharing), so ``connection`` and the ORM inside the block use it, and the
@@ -22,8 +22,7 @@ thread's connection, and a thread whose connection is watched (``DEBUG``'s query
 
 A commit in WAL mode appends the pages it changed to the ``-wal`` file. SQLite's
 ``synchronous=FULL`` would sync that file inside every ``COMMIT``, while the writer holds
-the write lock (on this machine about 0.3 ms of waiting and 0.9 ms of kernel CPU per
-commit, all of it inside the queue). Instead the connections run ``synchronous=NORMAL``
+the write lock (its waiting and kernel CPU all inside the queue). Instead the connections run ``synchronous=NORMAL``
 (``codex_site.settings``) and the log is synced after the commit, outside the lock, by a
 thread per database file: a *group sync*. Each commit takes a ticket; one sync at a time
 runs, and it covers every commit whose ticket was taken before it began. Before it starts,
@@ -65,10 +64,10 @@ from contextlib import contextmanager
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 
-from notebook.sqlite.files import file_of, writer_lock
+from notebook.sqlite.files import file_of, write_queue
 from notebook.sqlite.group_sync import LogSync
 
-__all__ = ["PendingSyncs", "syncs_awaited_by", "wait_durable", "write_transaction", "writer_lock"]
+__all__ = ["PendingSyncs", "syncs_awaited_by", "wait_durable", "write_queue", "write_transaction"]
 
 
 class PendingSyncs:

@@ -23,7 +23,7 @@ from mcp_endpoint import server as mcp_server
 from mcp_endpoint.auth import token_checksum
 from notebook import services
 from notebook.models import Entry
-from notebook.transactions import write_transaction, writer_lock
+from notebook.transactions import write_queue, write_transaction
 from notebook.validation import parse_entry_input
 from tests.http_client import LEGACY, MODERN, call_tool
 from tests.live import LiveServerTestCase
@@ -262,7 +262,7 @@ class BatchedRateLimitTest(SimpleTestCase):
 
 class WriteTransactionTest(TransactionTestCase):
     def test_on_sqlite_writers_of_a_process_queue_on_one_lock(self) -> None:
-        lock = writer_lock()
+        lock = write_queue()
         with write_transaction():
             self.assertEqual(lock.locked(), connection.vendor == "sqlite")
             self.assertTrue(connection.in_atomic_block)

@@ -81,7 +81,7 @@ class CheckpointTest(TransactionTestCase):
         self.assertEqual((busy, pages), (0, copied))
 
     def test_a_long_log_is_finished_with_the_process_writers_held(self) -> None:
-        lock = transactions.writer_lock()
+        lock = transactions.write_queue()
         held = []
         done = threading.Event()
         calls = iter([(0, CATCH_UP_PAGES, CATCH_UP_PAGES), (0, 10, 10)])

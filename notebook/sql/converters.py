@@ -32,10 +32,10 @@ _LONG_DIGITS = re.compile(r"\d{19}").search
 def faster(converter: Callable[..., Any], connection: BaseDatabaseWrapper) -> Callable[..., Any]:
     """``converter``, or a cheaper one that gives the same values.
 
-    Two are replaced, each a few microseconds per value and several values per row:
+    Two are replaced, each costly per value and several values per row:
 
     - ``JSONField``'s (with no custom decoder) on every backend: the text is read with
-      orjson, several times faster than the json module. What orjson refuses (NaN,
+      orjson, faster than the json module. What orjson refuses (NaN,
       numbers beyond a float, lone surrogates, malformed text) and text that may hold an
       integer past 64 bits goes to the field's own converter.
     - SQLite's ``DateTimeField`` converter with ``USE_TZ``, which looks ``USE_TZ`` up in the
@@ -97,7 +97,7 @@ def preparer(field: Field, connection: BaseDatabaseWrapper) -> Callable[[Any], A
 
     Django prepares a value through three or four layers per field (each asking the value
     for ``as_sql`` or ``resolve_expression``, failing attribute lookups that cost more than
-    the work): 5 to 20 microseconds per field, and a save writes about 40. For the plain
+    the work), and a save writes about 40 fields. For the plain
     values the services write (``str``, ``int``, ``UUID``, aware ``datetime``, a JSON list or
     object), fields of exactly Django's own classes on backends that keep Django's own
     adaptation are prepared directly as those layers would; anything else goes through
@@ -167,7 +167,7 @@ def _fields_to_set(model: type[Model]) -> tuple[Field, ...] | None:
 def new_instance(model: type[M], **values: Any) -> M:
     """``model(**values)``: a new, unsaved instance, each field given by attname (a related
     object by the field's name) or taking its default. Without ``Model.__init__`` (which
-    costs a save about 35 µs for an entry) where it would do nothing more: a related object
+    walks every field and sends two signals) where it would do nothing more: a related object
     still goes through its descriptor, as in ``__init__``."""
     fields = _fields_to_set(model)
     if fields is None or not _plain_init(model):

@@ -2,14 +2,13 @@
 
 ``notebook.selectors.entry_search`` sends one to three statements per page. Compiled
 through the ORM on every call (filters, joins, ordering, then a model instance per row
-with its signals), they cost several times what the database spends answering them:
-a search page cost about ten gets. ``SearchStatements`` renders each statement once
-per database alias and *shape* (which filters it has: a cursor, an upper bound, a tag,
-a related agent, a writer, how a query narrows it, whether the search columns are
-read), from the models' metadata and the backend's own operations (quoting, the
-``contains`` lookup's LIKE with its escaping, or on SQLite ``StrIndex``'s INSTR, ``CAST``,
-``SUBSTR``), as the text the ORM sends for the same filters, so that the plans checked with
-EXPLAIN stay what they were (docs/data.md).
+with its signals), they cost more than the database spends answering them.
+``SearchStatements`` renders each statement once per database alias and *shape* (which
+filters it has: a cursor, an upper bound, a tag, a related agent, a writer, how a query
+narrows it, whether the search columns are read), from the models' metadata and the
+backend's own operations (quoting, the ``contains`` lookup's LIKE with its escaping, or on
+SQLite ``StrIndex``'s INSTR, ``CAST``, ``SUBSTR``), as the text the ORM sends for the same
+filters, so that the plans checked with EXPLAIN stay what they were (docs/data.md).
 Values are always parameters, prepared by their fields' ``get_db_prep_value``; only
 LIMIT and OFFSET, integers chosen by the code, are written into the text, as the ORM
 writes them. Rows become ``Entry`` instances as the queryset made them (deferred

@@ -39,6 +39,6 @@ def file_of(connection: BaseDatabaseWrapper) -> SQLiteFile:
     return found
 
 
-def writer_lock(using: str = DEFAULT_DB_ALIAS) -> threading.Lock:
+def write_queue(using: str = DEFAULT_DB_ALIAS) -> threading.Lock:
     """The queue of this process's writers of the SQLite database ``using`` names."""
     return file_of(connections[using]).lock
