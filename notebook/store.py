@@ -72,21 +72,8 @@ def update_entry(entry: Entry) -> int:
 
 def charge(*, codex_id: int, entries: int, stored_bytes: int, stored_upto: int, entries_upto: int) -> int | None:
     """Add usage to the codex where it is within the bounds; its new write number, or None."""
-    if fast():
-        return _CHARGE.charge(
-            codex_id=codex_id,
-            entries=entries,
-            stored_bytes=stored_bytes,
-            stored_upto=stored_upto,
-            entries_upto=entries_upto,
-        )
-    return orm.charge(
-        codex_id=codex_id,
-        entries=entries,
-        stored_bytes=stored_bytes,
-        stored_upto=stored_upto,
-        entries_upto=entries_upto,
-    )
+    usage = {"entries": entries, "stored_bytes": stored_bytes, "stored_upto": stored_upto, "entries_upto": entries_upto}
+    return _CHARGE.charge(codex_id=codex_id, **usage) if fast() else orm.charge(codex_id=codex_id, **usage)
 
 
 def search_candidates(codex_id: int, *, limit: int, **filters: Any) -> list[Entry]:

@@ -4,49 +4,32 @@ codex's counter after them, and (SQLite) leaves the search index's triggers in p
 import datetime as dt
 
 from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 from django.test import TransactionTestCase
 
 from notebook import selectors, services
 from notebook.models import Codex, Entry
 from notebook.validation import parse_entry_input, parse_search_params
+from tests.migrations import before, latest, migrate, old_entry
 
 WRITE_SEQ_MIGRATION = ("notebook", "0008_entry_write_seq")
 
 
 class WriteSeqMigrationTest(TransactionTestCase):
-    def migrate(self, targets: list[tuple[str, str]]):
-        executor = MigrationExecutor(connection)
-        executor.loader.build_graph()
-        executor.migrate(targets)
-        return executor.loader.project_state(targets).apps
-
     def test_entries_are_numbered_in_their_old_order_and_new_writes_follow(self) -> None:
-        graph = MigrationExecutor(connection).loader.graph
-        before = [node.key for node in graph.node_map[WRITE_SEQ_MIGRATION].parents if node.key[0] == "notebook"]
-        self.addCleanup(self.migrate, graph.leaf_nodes())
-        apps = self.migrate(before)
+        self.addCleanup(migrate, latest())
+        apps = migrate(before(WRITE_SEQ_MIGRATION))
         User = apps.get_model("auth", "User")
         OldCodex = apps.get_model("notebook", "Codex")
-        OldEntry = apps.get_model("notebook", "Entry")
         early = dt.datetime(2026, 11, 30, 12, tzinfo=dt.UTC)
         late = early + dt.timedelta(seconds=1)
         codexes = [OldCodex.objects.create(owner=User.objects.create(username=name)) for name in ("ann", "ben")]
         old = {}
         for codex in codexes:
             for moment, content in [(late, "late"), (early, "early"), (late, "late too")]:
-                entry = OldEntry.objects.create(
-                    codex=codex,
-                    revision=1,
-                    content=content,
-                    content_bytes=len(content),
-                    search_content=content,
-                    created_at=moment,
-                    updated_at=moment,
-                )
+                entry = old_entry(apps, codex, content, moment)
                 old[(codex.pk, content)] = entry.id
 
-        self.migrate(graph.leaf_nodes())
+        migrate(latest())
         for codex in codexes:
             ordered = sorted(
                 [(early, old[(codex.pk, "early")])] + [(late, old[(codex.pk, name)]) for name in ("late", "late too")]
