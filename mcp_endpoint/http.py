@@ -292,13 +292,13 @@ class GuardedMCPApp:
             chunks.append(message.get("body", b""))
             if message.get("more_body", False):
                 return
-            body = b"".join(chunks)
-            refusal = await _answer(body, raw_token, tool)
+            answer = b"".join(chunks)
+            refusal = await _answer(answer, raw_token, tool)
             if refusal is not None:
                 await refusal(scope, receive, send)
                 return
             await send(start)
-            await send({"type": "http.response.body", "body": body})
+            await send({"type": "http.response.body", "body": answer})
 
         await self.session_manager.handle_request(scope, replay, send_answer)
 
