@@ -34,7 +34,7 @@ _STRUCTURED = types.CallToolResult.model_fields["structured_content"].alias
 
 
 def json_text(payload: dict[str, Any]) -> str:
-    """Compact JSON, non-ASCII as is: with orjson, many times faster than the json module,
+    """Compact JSON, non-ASCII as is: with orjson, faster than the json module,
     which is kept for what orjson refuses (integers past 64 bits, lone surrogates). Both
     write the same text, except that orjson spells exponents without "+" (1e16, not 1e+16)."""
     try:
