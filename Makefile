@@ -4,7 +4,8 @@
 #                                 codex_site.serve (proxy headers off, concurrency limit)
 #   make run PORT=9000            ... on another port (DJANGO_DEBUG defaults to 1)
 #   make test                     migrations check, tests on SQLite, then on a
-#                                 throwaway PostgreSQL (scripts/with_postgres.sh)
+#                                 throwaway PostgreSQL (scripts/with_postgres.sh); each run
+#                                 ends with FAST_PATH_OFF_TESTS again with CODEX_FAST_PATH=0
 #   make test TEST_ARGS="tests.test_x -v 2"
 #   make bench                    the MCP tools against a no-op SDK server, with wrk,
 #                                 on SQLite (figures only; BENCH_ARGS="--duration 5")
@@ -23,13 +24,24 @@ TEST_ARGS ?=
 BENCH_ARGS ?=
 CODEX_REQUIRE_POSTGRES ?=
 
+# The contract-level, MCP end-to-end and concurrency tests, run again on the plain Django ORM
+# (CODEX_FAST_PATH=0) after the full suite (not when TEST_ARGS picks a subset).
+FAST_PATH_OFF_TESTS := tests.test_services_save tests.test_services_update tests.test_services_delete \
+	tests.test_selectors_search tests.test_selectors_recent tests.test_quotas tests.test_transfer \
+	tests.test_mcp_auth tests.test_mcp_e2e tests.test_mcp_errors tests.test_concurrency \
+	tests.test_fast_path_equivalence
+
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test bootstrap lint bench bench-pg bench-scale
+.PHONY: run test bootstrap bootstrap-test lint bench bench-pg bench-scale
 
 bootstrap:
 	@bash scripts/bootstrap.sh
+
+# The server's packages and the test-only ones (requirements-test.txt).
+bootstrap-test:
+	@bash scripts/bootstrap.sh --test
 
 # DEBUG on by default for local runs; an explicitly set DJANGO_DEBUG
 # (even empty or 0) in the environment or on the make command line wins.
@@ -51,15 +63,23 @@ run: bootstrap
 
 # makemigrations needs *some* SECRET_KEY (only the test runner brings its
 # own); give it a throwaway one unless the caller set one.
-test: bootstrap
+test: bootstrap-test
 	env -u DATABASE_URL SECRET_KEY="$${SECRET_KEY:-makemigrations-check-only-$$RANDOM$$RANDOM$$RANDOM-not-a-real-key}" \
 		$(PY) manage.py makemigrations --check --dry-run
 	@echo "==> tests on SQLite"
 	env -u DATABASE_URL $(PY) manage.py test --noinput $(TEST_ARGS)
+	@if [ -z "$(TEST_ARGS)" ]; then \
+		echo "==> the fast path off (CODEX_FAST_PATH=0) on SQLite"; \
+		env -u DATABASE_URL CODEX_FAST_PATH=0 $(PY) manage.py test --noinput $(FAST_PATH_OFF_TESTS); \
+	fi
 	@if bash scripts/with_postgres.sh --check >/dev/null 2>&1; then \
 		echo "==> tests on PostgreSQL"; \
 		echo "bash scripts/with_postgres.sh $(PY) manage.py test --noinput $(TEST_ARGS)"; \
 		bash scripts/with_postgres.sh $(PY) manage.py test --noinput $(TEST_ARGS); \
+		if [ -z "$(TEST_ARGS)" ]; then \
+			echo "==> the fast path off (CODEX_FAST_PATH=0) on PostgreSQL"; \
+			CODEX_FAST_PATH=0 bash scripts/with_postgres.sh $(PY) manage.py test --noinput $(FAST_PATH_OFF_TESTS); \
+		fi; \
 	elif [ "$(CODEX_REQUIRE_POSTGRES)" = "1" ]; then \
 		echo "ERROR: CODEX_REQUIRE_POSTGRES=1 but no PostgreSQL server binaries were found" >&2; \
 		echo "       (looked in /usr/lib/postgresql/*/bin, pg_config --bindir, PATH)." >&2; \

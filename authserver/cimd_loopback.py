@@ -6,12 +6,13 @@ address. It skips certificate verification (a local client's or a test's
 self-signed certificate) and DOT's public-address rule, so it must never be
 enabled in production.
 
-It leans on two private names of django-oauth-toolkit 3.4.1 (pinned in
-requirements.txt): ``oauth2_provider.cimd._validate_client_id_url`` (the CIMD URL
-rules) and ``SafeMetadataFetcher._read_document`` (status, media type, size and
+It leans on two private names of django-oauth-toolkit (pinned in requirements.txt,
+listed in ``common.internals``): ``oauth2_provider.cimd._validate_client_id_url`` (the
+CIMD URL rules) and ``SafeMetadataFetcher._read_document`` (status, media type, size and
 JSON checks), so a loopback document passes exactly the checks a public one does.
-``tests/test_cimd.py`` fails when DOT's version changes or either name moves;
-re-read both in the new release before updating the pin.
+``tests/test_internals.py`` fails when DOT's version is not one checked, and
+``tests/test_cimd.py`` when either name moves; re-read both in the new release before
+adding it to ``common.internals.CHECKED``.
 """
 
 import warnings
@@ -19,8 +20,6 @@ import warnings
 import urllib3
 from oauth2_provider.cimd import CIMDError, SafeMetadataFetcher, _validate_client_id_url
 from oauth2_provider.settings import oauth2_settings
-
-DOT_VERSION_CHECKED = "3.4.1"
 
 
 def fetch_from_loopback(fetcher: SafeMetadataFetcher, client_id: str):

@@ -13,7 +13,7 @@ from django.conf import settings
 from django.dispatch import receiver
 from django.http import HttpRequest
 
-from codex_site.origins import origin_allowed
+from common.origins import origin_allowed
 
 
 @receiver(check_request_enabled)

@@ -34,7 +34,7 @@ def _as_list(value) -> list[str]:
 
 
 # The grants the metadata advertises; tokens for headless agents are minted directly
-# (mcp_endpoint.auth.mint_access_token), never through a grant.
+# (authserver.tokens.mint_access_token), never through a grant.
 SERVED_GRANT_TYPES = frozenset({"authorization_code", "refresh_token"})
 
 

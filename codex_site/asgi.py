@@ -38,8 +38,6 @@ application = build_application()
 # The collector, tuned for a server: everything loaded so far (Django, the SDK, the app:
 # several hundred thousand objects that live as long as the process) is moved out of its
 # reach, and the youngest generation is collected after 10,000 net allocations instead of
-# 700. Measured with 32 connections, one worker: full collections went from 1.9 s per
-# 25 s of load (up to 132 ms each: the p99 of a get) to 0.15 s, all collections together
-# from 2.8 s to 0.3 s.
+# 700: full collections of that startup heap had made the p99 of a get (docs/performance.md).
 gc.freeze()
 gc.set_threshold(GC_YOUNGEST_THRESHOLD, *gc.get_threshold()[1:])

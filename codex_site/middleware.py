@@ -5,7 +5,7 @@ from collections.abc import Callable
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from codex_site.outage import UNAVAILABLE_ERRORS, log_database_unavailable
+from common.outage import UNAVAILABLE_ERRORS, log_database_unavailable
 
 logger = logging.getLogger(__name__)
 
@@ -25,7 +25,7 @@ def unavailable_response(body: dict[str, str] | None = None) -> JsonResponse:
 
 class DatabaseUnavailableMiddleware:
     """A page or OAuth endpoint that cannot reach the database answers 503 with one log
-    line, not a 500 with a traceback per request (see ``codex_site.outage``)."""
+    line, not a 500 with a traceback per request (see ``common.outage``)."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response

@@ -72,7 +72,7 @@ ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", [_public.hostname or "127.0.0.1", "127.
 # token, registration, revocation and the authorization-server metadata (plus the OpenID
 # discovery URLs clients probe, so that a page can read their 404). Never the sign-in,
 # consent or admin pages. Which origins: CODEX_ALLOWED_ORIGINS, matched by
-# codex_site.origins (through authserver.cors), the same rule /mcp uses.
+# common.origins (through authserver.cors), the same rule /mcp uses.
 CORS_URLS_REGEX = (
     r"^/(o/(token|revoke_token)/|o/register/([^/]+/)?"
     r"|(o/)?\.well-known/(oauth-authorization-server|openid-configuration)(/o)?/?)$"
@@ -151,7 +151,7 @@ if os.environ.get("DATABASE_URL"):
         "default": database_settings(os.environ["DATABASE_URL"], conn_max_age=CONN_MAX_AGE, conn_health_checks=True)
     }
 else:
-    # The directory is made at start-up (codex_site.checks), not here.
+    # The directory is made at start-up (codex_site.apps), not here.
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
@@ -164,15 +164,24 @@ else:
         }
     }
 
+# The fast path (notebook.sql, notebook.sqlite): statements built once per database, and on
+# SQLite the writer queue, group sync and checkpointer. CODEX_FAST_PATH=0 runs every service
+# and selector on the plain Django ORM and SQLite with synchronous=FULL (docs/architecture.md).
+CODEX_FAST_PATH = envbool("CODEX_FAST_PATH", True)
+
 SQLITE_OPTIONS = {
     "timeout": 20,
     "transaction_mode": "IMMEDIATE",
     # synchronous=NORMAL: COMMIT does not sync the log; notebook writes sync it themselves
-    # before they return, several commits per sync (notebook.transactions: a group sync),
-    # so nothing acknowledged is lost to a power cut.
+    # before they return, several commits per sync (notebook.sqlite.group_sync), so nothing
+    # acknowledged is lost to a power cut. Without the fast path, COMMIT syncs (FULL).
     # wal_autocheckpoint: a backstop only; a thread checkpoints after commits, off the
-    # request path (notebook.transactions), long before the log reaches 20,000 pages.
-    "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA wal_autocheckpoint=20000;",
+    # request path (notebook.sqlite.checkpointer), long before the log reaches 20,000 pages.
+    "init_command": (
+        "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA wal_autocheckpoint=20000;"
+        if CODEX_FAST_PATH
+        else "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"
+    ),
 }
 # Every SQLite database gets them, however it was configured (DATABASE_URL=sqlite:///...
 # too); options given explicitly win.
@@ -205,12 +214,12 @@ if _public.scheme == "https":
     CSRF_COOKIE_SECURE = True
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
-# Rate limits per client address: dynamic client registrations per hour, and sign-ins
-# that make the server fetch a new client's metadata document per 10 minutes.
 # The largest export file a person may upload at /codex/import/ (operators use
 # `manage.py codex_import` for larger ones). Uploads over FILE_UPLOAD_MAX_MEMORY_SIZE
 # (Django's 2.5 MB default) are spooled to a temporary file, not held in memory.
 CODEX_IMPORT_MAX_BYTES = envint("CODEX_IMPORT_MAX_BYTES", 32 * 1024 * 1024)
+# Rate limits per client address: dynamic client registrations per hour, and sign-ins
+# that make the server fetch a new client's metadata document per 10 minutes.
 CODEX_DCR_RATE_LIMIT = envint("CODEX_DCR_RATE_LIMIT", 20)
 CODEX_CIMD_RATE_LIMIT = envint("CODEX_CIMD_RATE_LIMIT", 30)
 # Quotas (contract 6, resource_exhausted): tool calls per access token per minute, shared

@@ -5,7 +5,7 @@ from oauth2_provider.views import OAuthServerMetadataView
 
 from authserver import views as authserver_views
 from authserver.registration import GuardedRegistrationManagementView
-from authserver.token import CodexTokenView
+from authserver.token_view import CodexTokenView
 from codex_site import views as site_views
 
 # Only the endpoints this server advertises. DOT's application and token management

@@ -9,7 +9,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
 from codex_site.middleware import unavailable_response
-from codex_site.outage import UNAVAILABLE_ERRORS, log_database_unavailable
+from common.outage import UNAVAILABLE_ERRORS, log_database_unavailable
 
 logger = logging.getLogger(__name__)
 

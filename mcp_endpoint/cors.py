@@ -1,6 +1,6 @@
 """CORS for the SDK side of the site (/mcp and the protected-resource metadata).
 
-Starlette's CORSMiddleware, with this server's origin rule (``codex_site.origins``)
+Starlette's CORSMiddleware, with this server's origin rule (``common.origins``)
 and two changes so that it stays a DNS-rebinding guard too: a preflight from an origin
 that is not allowed gets 403 (not Starlette's 400 with CORS headers), and responses to
 such origins carry no CORS headers at all. The guard in ``mcp_endpoint.http`` then
@@ -12,7 +12,7 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Send
 
-from codex_site.origins import origin_allowed
+from common.origins import origin_allowed
 
 # What MCP clients send from a browser: the bearer token, JSON, the Streamable HTTP
 # headers of every protocol era, and resumption (Last-Event-ID).

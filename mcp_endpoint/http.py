@@ -9,11 +9,12 @@ the SDK's stateless Streamable HTTP transport see the request.
 
 A single ``tools/call`` of a known tool is the exception to the token and scope steps:
 its token is checked once, by the tool handler, afresh and in the same worker-thread hop
-as the service (``mcp_endpoint.server``), instead of twice. The guard wraps ``send`` and
-answers 401/403/503 with the challenge if that check refused the token, exactly as if it
-had refused it itself; a response that leaves before the handler checked (a protocol
-error from the SDK) waits for the guard's own check first. So no answer leaves without a
-token check, and a call costs one token query.
+as the service (``mcp_endpoint.server``), instead of twice. The guard reads the answer on
+its way out (``_answer``): a refusal result (``REFUSAL_META``) becomes 401/403/503 with
+the challenge, exactly as if the guard had refused the token itself; an answer the SDK gave
+before the handler ran (a JSON-RPC error) waits for the guard's own check first. So no
+answer leaves without a token check, a call costs one token query, and nothing flows back
+up but the answer itself (``mcp_endpoint.auth``).
 """
 
 import logging
@@ -33,8 +34,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Message, Receive, Scope, Send
 
-from codex_site.origins import origin_allowed
-from codex_site.outage import log_database_unavailable
+from common.origins import origin_allowed
+from common.outage import log_database_unavailable
 from mcp_endpoint import auth, versions
 from mcp_endpoint.auth import ALL_SCOPES
 from mcp_endpoint.boundary import run_sync
@@ -153,11 +154,15 @@ def _is_single_tool_call(headers: Mapping[str, str], message: Any, names: list[s
     return isinstance(message, dict)
 
 
-def _outage_response(error: Exception) -> Response:
-    log_database_unavailable(logger, "token check", error)
+def _tokens_unavailable() -> Response:
     response = _plain_error(503, "The server cannot check tokens right now; retry shortly")
     response.headers["Retry-After"] = "5"
     return response
+
+
+def _outage_response(error: Exception) -> Response:
+    log_database_unavailable(logger, "token check", error)
+    return _tokens_unavailable()
 
 
 def _insufficient_scope(names: Iterable[str], missing: Iterable[str]) -> Response:
@@ -169,16 +174,51 @@ def _insufficient_scope(names: Iterable[str], missing: Iterable[str]) -> Respons
 
 async def _check_token(raw_token: str, names: list[str]) -> tuple[Response | None, auth.TokenGrant | None]:
     """The guard's own token and scope check: a refusal, or the grant."""
+    needed = set().union(*(scopes_for(name) for name in names))
+    in_order = [scope_name for scope_name in ALL_SCOPES if scope_name in needed]
     try:
-        grant = await run_sync(lambda: auth.check_bearer_token(raw_token))
+        grant = await run_sync(lambda: auth.check_bearer_token(raw_token, in_order))
     except auth.TokenRejected as rejected:
         return _auth_error(401, error="invalid_token", description=rejected.description, scopes=ALL_SCOPES), None
+    except auth.ScopesMissing as lacking:
+        return _insufficient_scope(names, lacking.missing), None
     except DatabaseError as error:
         return _outage_response(error), None
-    needed = set().union(*(scopes_for(name) for name in names))
-    if missing := auth.missing_scopes(grant, needed):
-        return _insufficient_scope(names, missing), None
     return None, grant
+
+
+_REFUSAL_KEY = f'"{auth.REFUSAL_META}"'.encode()
+
+
+async def _answer(body: bytes, raw_token: str, tool: str) -> Response | None:
+    """The HTTP refusal to send instead of this answer to a single tool call, else None.
+
+    Every tool result comes from a handler that checked the token first: a success, or a
+    notebook error, lets out as it is. Only an answer holding the refusal's key or the key
+    ``"error"`` (the SDK's own JSON-RPC error) is parsed: escaped inside a JSON string, a
+    quote never appears bare, so nothing a note holds can look like either key.
+    """
+    if _REFUSAL_KEY not in body and b'"error"' not in body:
+        return None
+    answer = _parse(body)
+    result = answer.get("result") if isinstance(answer, dict) else None
+    if isinstance(result, dict):
+        meta = result.get("_meta")
+        refusal = meta.get(auth.REFUSAL_META) if isinstance(meta, dict) else None
+        return _refusal_response(refusal, tool) if isinstance(refusal, dict) else None
+    # The SDK answered before the handler checked the token (a protocol error): nothing
+    # leaves without a check, so the guard checks now.
+    refusal, _grant = await _check_token(raw_token, [tool])
+    return refusal
+
+
+def _refusal_response(refusal: dict[str, Any], tool: str) -> Response:
+    status = refusal["status"]
+    if status == 401:
+        return _auth_error(401, error="invalid_token", description=refusal["description"], scopes=ALL_SCOPES)
+    if status == 403:
+        return _insufficient_scope([tool], refusal["missing"])
+    return _tokens_unavailable()  # the handler logged the outage
 
 
 def _origin_allowed(origin: str) -> bool:
@@ -218,7 +258,7 @@ class GuardedMCPApp:
         self.session_manager = session_manager
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        response, body = await self._guard(scope, receive)
+        response, body, unchecked = await self._guard(scope, receive)
         if response is not None:
             await response(scope, receive, send)
             return
@@ -232,51 +272,47 @@ class GuardedMCPApp:
                 return {"type": "http.request", "body": body or b"", "more_body": False}
             return await receive()
 
-        deferred: auth.DeferredCheck | None = scope.get(auth.DEFERRED_SCOPE_KEY)
-        if deferred is None:
+        if unchecked is None:
             await self.session_manager.handle_request(scope, replay, send)
             return
+        raw_token, tool = unchecked
+        start: Message | None = None
+        chunks: list[bytes] = []
 
-        refused = False
-
-        async def send_unless_refused(message: Message) -> None:
-            # The SDK answers a tools/call with one JSON response after the handler has
-            # run: by its start, the handler's token check has recorded its outcome.
-            nonlocal refused
+        async def send_answer(message: Message) -> None:
+            # The SDK answers a tools/call with one JSON response: held until it is whole,
+            # then let out unless it is a refusal (or was made before any token check).
+            nonlocal start
             if message["type"] == "http.response.start":
-                refusal = await self._deferred_refusal(deferred, scope)
-                if refusal is not None:
-                    refused = True
-                    await refusal(scope, receive, send)
-                    return
-            if not refused:
+                start = message
+                return
+            if message["type"] != "http.response.body" or start is None:
                 await send(message)
+                return
+            chunks.append(message.get("body", b""))
+            if message.get("more_body", False):
+                return
+            answer = b"".join(chunks)
+            refusal = await _answer(answer, raw_token, tool)
+            if refusal is not None:
+                await refusal(scope, receive, send)
+                return
+            await send(start)
+            await send({"type": "http.response.body", "body": answer})
 
-        await self.session_manager.handle_request(scope, replay, send_unless_refused)
+        await self.session_manager.handle_request(scope, replay, send_answer)
 
-    async def _deferred_refusal(self, deferred: auth.DeferredCheck, scope: Scope) -> Response | None:
-        """The HTTP answer for a deferred token check that refused, else None."""
-        if deferred.rejected is not None:
-            description = deferred.rejected.description
-            return _auth_error(401, error="invalid_token", description=description, scopes=ALL_SCOPES)
-        if deferred.outage is not None:
-            return _outage_response(deferred.outage)
-        if deferred.missing:
-            return _insufficient_scope([deferred.tool], deferred.missing)
-        if deferred.checked:
-            return None
-        # The SDK answered before the handler checked the token (a protocol error):
-        # nothing leaves without a check, so the guard checks now.
-        refusal, _grant = await _check_token(deferred.raw_token, [deferred.tool])
-        return refusal
-
-    async def _guard(self, scope: Scope, receive: Receive) -> tuple[Response | None, bytes | None]:
+    async def _guard(
+        self, scope: Scope, receive: Receive
+    ) -> tuple[Response | None, bytes | None, tuple[str, str] | None]:
+        """A refusal, or the body to replay to the SDK and, for a single tool call whose token
+        is left to the handler, that token and tool."""
         headers = request_headers(scope)
         if not _host_allowed(headers.get("host", "")):
-            return _plain_error(421, "Invalid Host header"), None
+            return _plain_error(421, "Invalid Host header"), None, None
         origin = headers.get("origin")
         if origin is not None and not _origin_allowed(origin):
-            return _plain_error(403, "Origin not allowed"), None
+            return _plain_error(403, "Origin not allowed"), None, None
 
         if scope["method"] == "GET":
             # No stream is ever offered (contract 7): the server is stateless and answers
@@ -284,36 +320,36 @@ class GuardedMCPApp:
             # connection (and a file descriptor) forever.
             response = _plain_error(405, "This server offers no stream: send each message as a POST")
             response.headers["Allow"] = "POST"
-            return response, None
+            return response, None, None
 
         body = await _read_body(receive, headers.get("content-length")) if scope["method"] == "POST" else b""
         if body is None:
-            return _plain_error(413, f"Request body exceeds {MAX_BODY_BYTES} bytes"), None
+            return _plain_error(413, f"Request body exceeds {MAX_BODY_BYTES} bytes"), None, None
 
         raw_token = _bearer_token(headers)
         if raw_token is None:
             hint = "Send the access token in the Authorization header"
             if b"access_token=" in scope.get("query_string", b""):
                 hint += "; tokens in the query string are not accepted"
-            return _auth_error(401, error=None, description=hint, scopes=ALL_SCOPES), None
+            return _auth_error(401, error=None, description=hint, scopes=ALL_SCOPES), None, None
 
         # A 2026-07-28 call names its tool in a header: no need to parse its body here.
         message = None if headers.get("mcp-method") == "tools/call" and headers.get("mcp-name") else _parse(body)
         names = _called_tools(headers, message)
         if _is_single_tool_call(headers, message, names) and versions.supported(headers):
             # The tool handler checks the token, afresh, right before the service.
-            scope[auth.DEFERRED_SCOPE_KEY] = auth.DeferredCheck(raw_token=raw_token, tool=names[0])
-            return None, body
+            scope[auth.TOKEN_SCOPE_KEY] = auth.token_checksum(raw_token)
+            return None, body, (raw_token, names[0])
         if message is None:
             message = _parse(body)
 
         refusal, grant = await _check_token(raw_token, names)
         if refusal is not None:
-            return refusal, None
+            return refusal, None, None
         if refusal := versions.unsupported_version_response(headers, message):
-            return refusal, None
+            return refusal, None, None
         scope[auth.GRANT_SCOPE_KEY] = grant
-        return None, versions.counter_offer(body, message)
+        return None, versions.counter_offer(body, message), None
 
 
 async def protected_resource_metadata_view(request: Request) -> Response:

@@ -4,6 +4,7 @@ import json
 import logging
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import mcp_types as types
@@ -11,9 +12,10 @@ import orjson
 from django.db import InterfaceError, OperationalError
 from pydantic import BaseModel
 
-from codex_site.outage import log_database_unavailable
+from common.outage import log_database_unavailable
+from mcp_endpoint.auth import REFUSAL_META
 from mcp_endpoint.boundary import run_sync
-from notebook.exceptions import Internal, NotebookError, Unavailable
+from notebook.exceptions import Internal, NotebookError, PermissionDenied, Unauthenticated, Unavailable
 
 logger = logging.getLogger(__name__)
 
@@ -32,7 +34,7 @@ _STRUCTURED = types.CallToolResult.model_fields["structured_content"].alias
 
 
 def json_text(payload: dict[str, Any]) -> str:
-    """Compact JSON, non-ASCII as is: with orjson, many times faster than the json module,
+    """Compact JSON, non-ASCII as is: with orjson, faster than the json module,
     which is kept for what orjson refuses (integers past 64 bits, lone surrogates). Both
     write the same text, except that orjson spells exponents without "+" (1e16, not 1e+16)."""
     try:
@@ -55,7 +57,29 @@ def error_result(error: NotebookError) -> dict[str, Any]:
     return text_result({"error": {"code": error.code, "message": error.message}}, is_error=True)
 
 
-async def run_tool(name: str, work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Refusal:
+    """The token check refused a single tool call that the HTTP guard left to the handler:
+    the guard answers with this HTTP status (401, 403 or 503) instead of the tool result."""
+
+    status: int
+    description: str
+    missing: tuple[str, ...] = ()  # scopes the token lacks (403)
+
+
+_REFUSED_AS = {401: Unauthenticated, 403: PermissionDenied, 503: Unavailable}
+
+
+def refusal_result(refusal: Refusal) -> dict[str, Any]:
+    """A notebook error result (what a client would see, were it ever let through) that
+    carries the refusal in its ``_meta`` for the guard (``mcp_endpoint.auth.REFUSAL_META``)."""
+    result = error_result(_REFUSED_AS[refusal.status](refusal.description))
+    mark = {"status": refusal.status, "description": refusal.description, "missing": list(refusal.missing)}
+    result["_meta"] = {REFUSAL_META: mark}
+    return result
+
+
+async def run_tool(name: str, work: Callable[[], dict[str, Any] | Refusal]) -> dict[str, Any]:
     """Run a tool's sync work through the boundary; every failure becomes a tool result."""
     try:
         result = await run_sync(work)
@@ -68,4 +92,6 @@ async def run_tool(name: str, work: Callable[[], dict[str, Any]]) -> dict[str, A
         reference = uuid.uuid4().hex[:12]
         logger.error("tool %s failed (reference %s)", name, reference, exc_info=True)
         return error_result(Internal(f"Something went wrong on the server (reference {reference})"))
+    if isinstance(result, Refusal):
+        return refusal_result(result)
     return text_result(result, is_error=False)

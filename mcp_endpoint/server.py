@@ -5,12 +5,14 @@ through the sync boundary where the token is checked afresh (one query; for a si
 this is the only check, see ``mcp_endpoint.http``), the arguments are validated against the
 very schema ``tools/list`` serves (a violation is an ``invalid_argument`` result), and the
 notebook service runs in its transaction. Every failure after the protocol checks becomes a
-notebook error result; nothing else reaches the client.
+notebook error result; for a single call, a refused token becomes a refusal result
+(``results.refusal_result``) that the HTTP guard answers with 401/403/503.
 
 The jobs live beside it: ``arguments`` (protocol checks), ``boundary`` (the one
 sync/async boundary), ``results`` (error mapping and result formatting).
 """
 
+import logging
 from collections.abc import Iterable
 from typing import Any
 
@@ -21,14 +23,17 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.inbound import x_mcp_header_map
 
+from common.outage import log_database_unavailable
 from mcp_endpoint import auth
 from mcp_endpoint.arguments import check_call, schema_violation
-from mcp_endpoint.results import run_tool
+from mcp_endpoint.results import Refusal, run_tool
 from mcp_endpoint.tools import TOOLS, TOOLS_BY_NAME, Tool
 from mcp_endpoint.versions import SUPPORTED_VERSIONS
 from notebook import services
-from notebook.exceptions import InvalidArgument, PermissionDenied, ResourceExhausted, Unauthenticated, Unavailable
+from notebook.exceptions import InvalidArgument, PermissionDenied, ResourceExhausted, Unauthenticated
 from notebook.limits import CANDIDATES_PER_PAGE, thousands
+
+logger = logging.getLogger(__name__)
 
 SERVER_NAME = "agent-codex"
 SERVER_TITLE = "Agent Codex"
@@ -37,41 +42,46 @@ SERVER_VERSION = "0.1.0"
 _LISTING = types.ListToolsResult(tools=[types.Tool.model_validate(tool.listing()) for tool in TOOLS])
 
 
-def _grant_for(tool: Tool, call: auth.DeferredCheck | auth.TokenGrant | None) -> auth.TokenGrant:
-    """Check the call's token afresh (one query); a deferred check records its outcome
-    for the HTTP guard, which answers a refusal with 401/403/503."""
+def _grant_for(tool: Tool, call: auth.TokenGrant | None) -> auth.TokenGrant:
+    """Check afresh (one query), with the tool's scopes, the token of a grant the guard checked."""
     if call is None:
         raise Unauthenticated("This call carries no access token")
-    deferred = call if isinstance(call, auth.DeferredCheck) else None
+    checksum = call.token_checksum
+    needed = [scope for scope in auth.ALL_SCOPES if scope in tool.scopes]
     try:
-        if deferred is not None:
-            grant = auth.check_bearer_token(deferred.raw_token)
-        else:
-            grant = auth.check_token_checksum(call.token_checksum)
+        return auth.check_token_checksum(checksum, needed)
     except auth.TokenRejected as rejected:
-        if deferred is not None:
-            deferred.rejected = rejected
         raise Unauthenticated(rejected.description) from None
+    except auth.ScopesMissing as lacking:
+        missing = " ".join(lacking.missing)
+        raise PermissionDenied(f"The access token lacks the scope {missing} needed by {tool.name}") from None
+
+
+def _refusal(tool: Tool, checksum: str) -> Refusal | auth.TokenGrant:
+    """A single call's token check: the grant, or the refusal the guard answers over HTTP."""
+    needed = [scope for scope in auth.ALL_SCOPES if scope in tool.scopes]
+    try:
+        return auth.check_token_checksum(checksum, needed)
+    except auth.TokenRejected as rejected:
+        return Refusal(401, rejected.description)
+    except auth.ScopesMissing as lacking:
+        return Refusal(403, f"This call needs the scope {' '.join(lacking.missing)}", tuple(lacking.missing))
     except DatabaseError as error:
-        if deferred is None:
-            raise
-        # The guard answers 503 and logs the outage (once, as for its own check).
-        deferred.outage = error
-        raise Unavailable("The server cannot check tokens right now; retry shortly") from None
-    if missing := auth.missing_scopes(grant, tool.scopes):
-        if deferred is not None:
-            deferred.missing = missing
-        raise PermissionDenied(f"The access token lacks the scope {' '.join(missing)} needed by {tool.name}")
-    if deferred is not None:
-        deferred.checked = True
-    return grant
+        log_database_unavailable(logger, "token check", error)
+        return Refusal(503, "The server cannot check tokens right now; retry shortly")
 
 
-def _execute(name: str, arguments: dict[str, Any], call: auth.DeferredCheck | auth.TokenGrant | None) -> dict[str, Any]:
+def _execute(name: str, arguments: dict[str, Any], call: auth.TokenGrant | str | None) -> dict[str, Any] | Refusal:
     """Inside the worker thread (one hop per call): check the token afresh, then run the service."""
     tool = TOOLS_BY_NAME[name]  # check_call has refused unknown names
     # The token first: arguments are judged only for a caller allowed to call the tool.
-    grant = _grant_for(tool, call)
+    if isinstance(call, str):
+        checked = _refusal(tool, call)
+        if isinstance(checked, Refusal):
+            return checked
+        grant = checked
+    else:
+        grant = _grant_for(tool, call)
     if retry_after := auth.tool_call_retry_after(grant.token_checksum):
         raise ResourceExhausted(
             f"This access token made more than {settings.CODEX_TOOL_CALLS_PER_MINUTE} tool calls this minute "
@@ -90,8 +100,8 @@ async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolR
 
     request = ctx.request
     scope = request.scope if request is not None else {}
-    # The token the HTTP guard left unchecked for us, or the grant it checked (a batch).
-    call = scope.get(auth.DEFERRED_SCOPE_KEY) or scope.get(auth.GRANT_SCOPE_KEY)
+    # The checksum of the token the HTTP guard left for us to check, or the grant it checked.
+    call = scope.get(auth.TOKEN_SCOPE_KEY) or scope.get(auth.GRANT_SCOPE_KEY)
     return await run_tool(name, lambda: _execute(name, arguments, call))
 
 

@@ -35,6 +35,9 @@ class Codex(models.Model):
     stored_bytes = models.PositiveBigIntegerField(
         default=0, help_text="Bytes of entry input stored, every revision counted (notebook.quotas.input_bytes)"
     )
+    # Counts this codex's saves and updates (notebook.quotas.charge raises it in the same
+    # UPDATE that takes the codex row's lock): each write's number, kept in Entry.write_seq.
+    last_write_seq = models.PositiveBigIntegerField(default=0, help_text="Saves and updates made in this codex")
 
     class Meta:
         verbose_name_plural = "codexes"
@@ -73,14 +76,19 @@ class Entry(models.Model):
     search_tags_text = models.TextField(default="", blank=True)
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
+    # The codex's write number of this entry's last save or update (Codex.last_write_seq):
+    # unique within the codex and growing in the order the writes took the codex row's lock,
+    # so writes of one millisecond (updated_at is kept to the millisecond) stay in order.
+    write_seq = models.PositiveBigIntegerField(default=0)
 
     class Meta:
         verbose_name_plural = "entries"
         # Search walks a codex in id order; this index serves that walk.
         indexes = [
             models.Index(fields=["codex", "id"], name="notebook_entry_codex_id"),
-            # The person's pages list a codex newest first with keyset paging on (updated_at, id).
-            models.Index(fields=["codex", "-updated_at", "-id"], name="notebook_entry_codex_recent"),
+            # The person's pages list a codex newest first with keyset paging on
+            # (updated_at, write_seq): the write order breaks a tie of one millisecond.
+            models.Index(fields=["codex", "-updated_at", "-write_seq"], name="notebook_entry_codex_recent"),
         ]
         constraints = [
             models.CheckConstraint(condition=Q(revision__gte=1), name="notebook_entry_revision_positive"),

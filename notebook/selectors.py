@@ -7,33 +7,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.core import signing
-from django.db import connection, connections, router, transaction
-from django.db.models import BigIntegerField, Count, Exists, F, OuterRef, Q, QuerySet, Value
-from django.db.models.expressions import RawSQL
-from django.db.models.functions import Cast, Substr
+from django.db import connections, router, transaction
+from django.db.models import Count, F, Q, QuerySet
 
+from notebook import orm, store
 from notebook.exceptions import InvalidArgument, NotFound
-from notebook.limits import CANDIDATES_PER_PAGE, EXCERPT_CHARS
+from notebook.limits import CANDIDATES_PER_PAGE
 from notebook.models import SEARCH_TAGS_SEPARATOR, Codex, Entry, EntryRevision
-from notebook.rows import KeyedRead
-from notebook.search_sql import (
-    LIKE,
-    SEARCH_COLUMNS,
-    SQLITE_TRIGRAM_MATCH,
-    TRIGRAM,
-    SearchStatements,
-    sqlite_trigram_params,
-)
+from notebook.prefilters import LIKE, TRIGRAM
 from notebook.validation import SearchParams, canonical_json, normalize_for_search
 from notebook.writers import APPLICATION
 
 # One message for "missing" and "someone else's", so the answer reveals nothing.
 NOT_FOUND_MESSAGE = "no entry with this id exists in your codex"
-
-# Entry.objects.filter(codex=..., pk=...).first(), compiled once (the hot path of get).
-ENTRY_BY_ID = KeyedRead(Entry, ("codex_id", "id"))
-# The search's candidate statements, rendered once per database and filter shape.
-SEARCH = SearchStatements()
 
 # Trigram indexes (migration 0002) serve queries of at least this many characters.
 TRIGRAM_MIN_CHARS = 3
@@ -67,7 +53,7 @@ class SearchPage:
 
 def entry_get(*, codex: Codex, entry_id: uuid.UUID) -> Entry:
     """The entry with full content, or ``not_found`` if it is missing or in another codex."""
-    entry = ENTRY_BY_ID.first(codex.pk, entry_id)
+    entry = store.entry_by_id(codex.pk, entry_id)
     if entry is None:
         raise NotFound(NOT_FOUND_MESSAGE)
     return entry
@@ -117,26 +103,6 @@ def _matches(entry: Entry, normalized_query: str) -> bool:
     )
 
 
-def _query_prefilter(normalized_query: str) -> Q:
-    """Entries whose title, content or tags contain ``normalized_query``, by trigram index
-    (``entry_recent``'s queryset; the search's own statements are in ``notebook.search_sql``).
-
-    A superset of the matches (it may span two tags), which ``_matches`` then
-    narrows exactly. The columns are already normalized, so a case-sensitive
-    LIKE is right, and pg_trgm's GIN indexes serve it; on SQLite the FTS5
-    trigram table answers a phrase query (its consecutive trigrams, a substring), and
-    INSTR tests the few entries still waiting for their batch (migration 0007).
-    """
-    if connection.vendor == "sqlite":
-        return Q(id__in=RawSQL(SQLITE_TRIGRAM_MATCH, sqlite_trigram_params(normalized_query)))
-    # Django escapes %, _ and \ in ``contains``.
-    return (
-        Q(search_title__contains=normalized_query)
-        | Q(search_content__contains=normalized_query)
-        | Q(search_tags_text__contains=normalized_query)
-    )
-
-
 def _uses_trigram(normalized_query: str) -> bool:
     """Whether the (normalized) query narrows candidates by trigram index.
 
@@ -162,28 +128,28 @@ def _narrowed_exactly(normalized_query: str) -> bool:
 
 def _recent_candidates(codex: Codex, params: SearchParams) -> QuerySet[Entry]:
     """``entry_recent``'s candidates, narrowed by the indexes as the search's are (a
-    superset of the matches when there is a query): the person's pages alone read
-    newest first, so this one statement stays a queryset."""
-    candidates = Entry.objects.filter(codex_id=Cast(Value(codex.pk), BigIntegerField()))
-    for relation, value in [("related_agent_rows", params.related_agent_id), ("tag_rows", params.tag)]:
-        if value is not None:
-            candidates = candidates.filter(**{f"{relation}__codex": codex, f"{relation}__value": value})
-    if params.written_by is not None:
-        candidates = candidates.filter(Exists(_written_by(params.written_by).filter(codex=codex, entry=OuterRef("pk"))))
+    superset of the matches when there is a query): the search's filters as a queryset
+    (``notebook.orm.candidates``, the plain path's own), since only the person's pages read
+    newest first."""
     normalized_query = normalize_for_search(params.query)
-    if _uses_trigram(normalized_query):
-        candidates = candidates.filter(_query_prefilter(normalized_query))
-    deferred = ["content", "provenance", "search_tags_text"]
-    if not params.query:
-        deferred += SEARCH_COLUMNS
-    return candidates.defer(*deferred).annotate(excerpt=Substr("content", 1, EXCERPT_CHARS))
+    narrowed = _uses_trigram(normalized_query)
+    candidates, _ = orm.candidates(
+        codex.pk,
+        tag=params.tag,
+        agent=params.related_agent_id,
+        written_by=params.written_by,
+        query=normalized_query if narrowed else "",
+        prefilter=TRIGRAM if narrowed else None,
+        search_columns=bool(params.query),
+    )
+    return candidates
 
 
 def _fetch_candidates(
     codex: Codex, params: SearchParams, normalized_query: str, after: uuid.UUID | None, count: int
 ) -> list[Entry]:
     """The page's first ``count`` candidates after the cursor ``after``, in id order,
-    narrowed by the indexes (``notebook.search_sql`` holds the statements).
+    narrowed by the indexes (``notebook.store.search_candidates``).
 
     The tag and related-agent filters are exact; a query of at least three
     characters narrows by trigram (exact, unless the query spans two tags: see
@@ -205,7 +171,6 @@ def _fetch_candidates(
     scans (which would walk) for its one statement.
     """
     filters: dict[str, Any] = {
-        "codex_id": codex.pk,
         "tag": params.tag,
         "agent": params.related_agent_id,
         "written_by": params.written_by,
@@ -213,25 +178,25 @@ def _fetch_candidates(
         "search_columns": bool(params.query) and not _narrowed_exactly(normalized_query),
     }
     if not _uses_trigram(normalized_query):
-        return SEARCH.candidates(**filters, after=after, limit=count)
+        return store.search_candidates(codex.pk, **filters, after=after, limit=count)
     filters["query"] = normalized_query
     if params.tag is None and params.related_agent_id is None:
         window_end = _estimated_window_end(codex, after)
     else:
-        window_end = SEARCH.window_end(
-            codex_id=codex.pk,
+        window_end = store.search_window_end(
+            codex.pk,
             after=after,
             tag=params.tag,
             agent=params.related_agent_id,
             offset=TRIGRAM_WALK_WINDOW - 1,
         )
-    rows = SEARCH.candidates(**filters, after=after, upto=window_end, prefilter=LIKE, limit=count)
+    rows = store.search_candidates(codex.pk, **filters, after=after, upto=window_end, prefilter=LIKE, limit=count)
     if len(rows) == count or window_end is None:
         return rows
     rest = count - len(rows)
     alias = router.db_for_read(Entry)
     if connections[alias].vendor != "postgresql":
-        return rows + SEARCH.candidates(**filters, after=window_end, prefilter=TRIGRAM, limit=rest)
+        return rows + store.search_candidates(codex.pk, **filters, after=window_end, prefilter=TRIGRAM, limit=rest)
     # set_config(..., true) lasts to the end of the transaction: our own ends here, but a
     # caller's goes on, so then the old values are put back (an error rolls the
     # savepoint back, and them with it).
@@ -239,7 +204,7 @@ def _fetch_candidates(
     with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
         cursor.execute(_PLANNER_BITMAP_ONLY)
         saved = cursor.fetchone()[: len(_PLANNER_SETTINGS)]
-        rows += SEARCH.candidates(**filters, after=window_end, prefilter=TRIGRAM, limit=rest)
+        rows += store.search_candidates(codex.pk, **filters, after=window_end, prefilter=TRIGRAM, limit=rest)
         if nested:
             cursor.execute(_PLANNER_RESTORE, saved)
     return rows
@@ -257,7 +222,7 @@ def _estimated_window_end(codex: Codex, after: uuid.UUID | None) -> uuid.UUID | 
     (give or take a few per cent). The window only divides the work between the walk and
     the trigram index: any end gives the same candidates in the same order, since the walk
     takes the candidates up to it and the index those after it. Counting the 1,000 entries
-    instead (``SearchStatements.window_end``, still used with a tag or agent, whose counts
+    instead (``store.search_window_end``, still used with a tag or agent, whose counts
     are not kept) walked that many index entries on every page of a query.
     """
     count = codex.entry_count
@@ -320,7 +285,9 @@ def _page(
 
 # --- Newest first, for the person's own pages (contract 9) -------------------------------
 # The tools page in id order; a person wants the latest notes first. Same candidates, same
-# matching, same filters; keyset paging on (updated_at, id) with a cursor of its own salt.
+# matching, same filters; keyset paging on (updated_at, write_seq) with a cursor of its own
+# salt. ``write_seq`` is unique in a codex and follows the write order, so writes of one
+# millisecond keep the order they were made in.
 
 _RECENT_CURSOR_SALT = "notebook.recent.cursor.v1"
 
@@ -332,18 +299,18 @@ class RecentPage:
     scanned: int
 
 
-def _decode_recent_cursor(codex: Codex, params: SearchParams) -> tuple[dt.datetime, uuid.UUID] | None:
+def _decode_recent_cursor(codex: Codex, params: SearchParams) -> tuple[dt.datetime, int] | None:
     if params.cursor is None:
         return None
     payload = _cursor_payload(codex, params, _RECENT_CURSOR_SALT)
     try:
-        return dt.datetime.fromisoformat(payload["u"]), uuid.UUID(payload["a"])
+        return dt.datetime.fromisoformat(payload["u"]), int(payload["s"])
     except (KeyError, TypeError, ValueError):
         raise InvalidArgument(_BAD_CURSOR) from None
 
 
 def entry_recent(*, codex: Codex, params: SearchParams, max_scanned: int = 10 * CANDIDATES_PER_PAGE) -> RecentPage:
-    """One page of the codex newest first (``updated_at`` descending, then id descending).
+    """One page of the codex newest first (``updated_at`` descending, then the write order).
 
     Filters and matching are the search tool's (same candidates, same ``_matches``).
     Candidates are examined in batches of 100 until ``params.limit`` match or about
@@ -352,7 +319,7 @@ def entry_recent(*, codex: Codex, params: SearchParams, max_scanned: int = 10 * 
     """
     after = _decode_recent_cursor(codex, params)
     normalized_query = normalize_for_search(params.query)
-    newest_first = _recent_candidates(codex, params).order_by("-updated_at", "-id")
+    newest_first = _recent_candidates(codex, params).order_by("-updated_at", "-write_seq")
     entries: list[Entry] = []
     scanned = 0
     last: Entry | None = None
@@ -360,8 +327,8 @@ def entry_recent(*, codex: Codex, params: SearchParams, max_scanned: int = 10 * 
     while len(entries) < params.limit and scanned < max_scanned:
         candidates = newest_first
         if after is not None:
-            moment, last_id = after
-            candidates = candidates.filter(Q(updated_at__lt=moment) | Q(updated_at=moment, id__lt=last_id))
+            moment, last_seq = after
+            candidates = candidates.filter(Q(updated_at__lt=moment) | Q(updated_at=moment, write_seq__lt=last_seq))
         batch = list(candidates[: CANDIDATES_PER_PAGE + 1])
         position = -1  # index in ``batch`` of the last candidate examined
         for index, candidate in enumerate(batch[:CANDIDATES_PER_PAGE]):
@@ -376,10 +343,10 @@ def entry_recent(*, codex: Codex, params: SearchParams, max_scanned: int = 10 * 
         more = len(batch) > position + 1
         if not more or last is None:
             break
-        after = (last.updated_at, last.id)
+        after = (last.updated_at, last.write_seq)
     next_cursor = None
     if more and last is not None:
-        payload = {"u": last.updated_at.isoformat(), "a": str(last.id), "b": _cursor_binding(codex, params)}
+        payload = {"u": last.updated_at.isoformat(), "s": last.write_seq, "b": _cursor_binding(codex, params)}
         next_cursor = signing.dumps(payload, salt=_RECENT_CURSOR_SALT)
     return RecentPage(entries=entries, next_cursor=next_cursor, scanned=scanned)
 

@@ -7,22 +7,13 @@ from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import IntegrityError
 from django.utils import timezone
 
-from notebook import quotas
+from notebook import quotas, store
 from notebook.exceptions import Conflict, NotFound, ResourceExhausted
 from notebook.models import SEARCH_TAGS_SEPARATOR, Codex, Entry, EntryRelatedAgent, EntryRevision, EntryTag, RequestKey
-from notebook.rows import Insert, KeyedRead, UpdateRow, new_instance
 from notebook.selectors import NOT_FOUND_MESSAGE
 from notebook.transactions import wait_durable, write_transaction
 from notebook.validation import EntryInput, normalize_for_search
 from notebook.writers import UNKNOWN_WRITER, Writer
-
-# The hot path's statements, built once per database instead of compiled per call
-# (notebook.rows): the ORM's compiler cost more than SQLite's work, inside the write lock.
-# Entry.objects.select_for_update().filter(codex=..., pk=...).first():
-_ENTRY_FOR_UPDATE = KeyedRead(Entry, ("codex_id", "id"), lock=True)
-# Entry.objects.filter(codex_id=..., pk=...).update(every other field):
-_UPDATE_ENTRY = UpdateRow(Entry, ("codex_id", "id"))
-_INSERT = {model: Insert(model) for model in (Entry, RequestKey, EntryRevision, EntryTag, EntryRelatedAgent)}
 
 
 def _now() -> dt.datetime:
@@ -43,8 +34,11 @@ def codex_for_user(*, user: AbstractBaseUser) -> Codex:
         return codex
 
 
-def _apply(entry: Entry, data: EntryInput) -> None:
-    """Copy a complete entry input onto ``entry``: omitted optional fields are removed."""
+def apply_input(entry: Entry, data: EntryInput) -> None:
+    """Copy a complete entry input onto ``entry``: omitted optional fields are removed.
+
+    The one place an entry's fields and search columns are derived from an input (the
+    services and the import use it)."""
     entry.title = data.title
     entry.content = data.content
     entry.content_bytes = len(data.content.encode("utf-8"))
@@ -65,8 +59,9 @@ def _record(
     For an update, ``old_tags``/``old_agents`` are the entry's previous values: index rows
     are rewritten only where they changed, and an empty list costs no statement.
     """
-    # Rows nothing reads back: inserted from their values, no model instances (notebook.rows).
-    _INSERT[EntryRevision].values(
+    # Rows nothing reads back: inserted from their values (on the fast path no model instances).
+    store.insert_rows(
+        EntryRevision,
         [
             {
                 "codex_id": entry.codex_id,
@@ -80,14 +75,14 @@ def _record(
                 "recorded_at": entry.updated_at,
                 **writer.columns(),
             }
-        ]
+        ],
     )
     for model, old, new in ((EntryTag, old_tags, entry.tags), (EntryRelatedAgent, old_agents, entry.related_agent_ids)):
         if old == new:
             continue
         if old:
             model.objects.filter(codex_id=entry.codex_id, entry=entry).delete()
-        _INSERT[model].values([{"codex_id": entry.codex_id, "entry_id": entry.id, "value": value} for value in new])
+        store.insert_rows(model, [{"codex_id": entry.codex_id, "entry_id": entry.id, "value": value} for value in new])
 
 
 def _replay(key: RequestKey, data: EntryInput) -> Entry:
@@ -113,8 +108,8 @@ def entry_save(*, codex: Codex, request_id: str, data: EntryInput, writer: Write
     caller gets it back.
     """
     now = _now()
-    entry = new_instance(Entry, codex=codex, revision=1, created_at=now, updated_at=now)
-    _apply(entry, data)
+    entry = store.new_entry(codex=codex, revision=1, created_at=now, updated_at=now)
+    apply_input(entry, data)
     try:
         # Insert first, then handle the duplicate (as contrib.sessions does). The
         # transaction is the whole write, so a fresh save (the common case) costs no
@@ -122,9 +117,10 @@ def entry_save(*, codex: Codex, request_id: str, data: EntryInput, writer: Write
         # the winner, committed by then, is read after it.
         with write_transaction():
             # Usage first: a save past a quota writes nothing.
-            quotas.charge(codex=codex, entries=1, stored_bytes=quotas.input_bytes(data))
-            _INSERT[Entry].rows([entry])
-            _INSERT[RequestKey].values(
+            entry.write_seq = quotas.charge(codex=codex, entries=1, stored_bytes=quotas.input_bytes(data))
+            store.insert_entry(entry)
+            store.insert_rows(
+                RequestKey,
                 [
                     {
                         "codex_id": codex.pk,
@@ -133,7 +129,7 @@ def entry_save(*, codex: Codex, request_id: str, data: EntryInput, writer: Write
                         "entry_id": entry.id,
                         "created_at": now,
                     }
-                ]
+                ],
             )
             _record(entry, writer)
     except (IntegrityError, ResourceExhausted):
@@ -160,7 +156,7 @@ def entry_update(
     """
     # FOR UPDATE: serialise revision numbers (left out on SQLite, whose IMMEDIATE
     # transactions already serialise writers).
-    entry = _ENTRY_FOR_UPDATE.first(codex.pk, entry_id)
+    entry = store.entry_by_id(codex.pk, entry_id, lock=True)
     if entry is None:
         raise NotFound(NOT_FOUND_MESSAGE)
     if entry.revision != expected_revision:
@@ -168,14 +164,15 @@ def entry_update(
             f"entry is at revision {entry.revision}, not {expected_revision}; "
             "get the latest entry, reconcile, and send a new replacement"
         )
-    quotas.charge(codex=codex, entries=0, stored_bytes=quotas.input_bytes(data))
+    write_seq = quotas.charge(codex=codex, entries=0, stored_bytes=quotas.input_bytes(data))
     old_tags, old_agents = list(entry.tags), list(entry.related_agent_ids)
-    _apply(entry, data)
+    apply_input(entry, data)
     entry.revision += 1
+    entry.write_seq = write_seq
     entry.updated_at = max(_now(), entry.created_at)
     # Not entry.save(), whose UPDATE names only the primary key: every notebook query
     # names its codex, so the tables can be distributed by codex (docs/deploy.md).
-    _UPDATE_ENTRY.row(entry)
+    store.update_entry(entry)
     _record(entry, writer, old_tags=old_tags, old_agents=old_agents)
     return entry
 

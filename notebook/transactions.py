@@ -12,9 +12,9 @@ The writer at the head of the queue runs its transaction on the process's *write
 connection* for that file, not on its thread's own. In WAL mode a connection drops its whole
 page cache whenever another connection has committed since its last transaction, so with a
 connection per thread every write started cold and read each page of the indexes it touched
-back from the operating system (about 45 ``pread`` calls per save). One connection that makes
+back from the operating system. One connection that makes
 every commit of the process keeps its cache. Django's connections are per thread: for the
-length of the transaction the thread's handle is swapped for the writer connection (which
+length of the transaction the thread's handle is swapped for the write connection (which
 allows thread sharing), so ``connection`` and the ORM inside the block use it, and the
 thread's own connection is put back after. Reads outside write transactions keep using each
 thread's connection, and a thread whose connection is watched (``DEBUG``'s query log,
@@ -22,8 +22,7 @@ thread's connection, and a thread whose connection is watched (``DEBUG``'s query
 
 A commit in WAL mode appends the pages it changed to the ``-wal`` file. SQLite's
 ``synchronous=FULL`` would sync that file inside every ``COMMIT``, while the writer holds
-the write lock (on this machine about 0.3 ms of waiting and 0.9 ms of kernel CPU per
-commit, all of it inside the queue). Instead the connections run ``synchronous=NORMAL``
+the write lock (its waiting and kernel CPU all inside the queue). Instead the connections run ``synchronous=NORMAL``
 (``codex_site.settings``) and the log is synced after the commit, outside the lock, by a
 thread per database file: a *group sync*. Each commit takes a ticket; one sync at a time
 runs, and it covers every commit whose ticket was taken before it began. Before it starts,
@@ -50,262 +49,25 @@ writer) a moment later, once for the commits of that moment. The automatic check
 as a backstop at a higher threshold (``wal_autocheckpoint`` in ``codex_site.settings``).
 
 PostgreSQL takes row locks as it goes and needs no such queue: there ``write_transaction``
-is exactly ``transaction.atomic``.
+is exactly ``transaction.atomic``. So it is on SQLite without the fast path
+(``CODEX_FAST_PATH=0``), where SQLite syncs each commit itself (synchronous=FULL) and
+waiting writers sleep in its busy handler.
+
+The machinery lives in ``notebook.sqlite``: ``files`` (queue and write connection),
+``group_sync`` and ``checkpointer``; this module is what the services use.
 """
 
-import asyncio
-import concurrent.futures
 import contextvars
-import logging
-import os
-import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 
-from django.db import DEFAULT_DB_ALIAS, OperationalError, connections, transaction
-from django.db.backends.base.base import BaseDatabaseWrapper
+from django.conf import settings
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
 
-logger = logging.getLogger(__name__)
+from notebook.sqlite.files import file_of, write_queue
+from notebook.sqlite.group_sync import LogSync
 
-# How long the checkpointer waits after a commit before it checkpoints: the commits of
-# that moment share one checkpoint (two fsyncs), and a page they all change (the codex
-# row, the ends of the indexes) is copied once.
-CHECKPOINT_PAUSE = 0.1
-# SQLite starts the log over (instead of growing it) only at a commit that finds every
-# page in it copied and no reader using it: writers that keep committing while a
-# checkpoint runs, and readers still reading the log, prevent that under sustained load.
-# Past this many pages (32 MiB at 4 KiB) after a checkpoint, the checkpointer copies the
-# rest with this process's writers held, in RESTART mode (which also waits for the log's
-# readers to finish), so that the next commit starts the log over. That copy is short:
-# only what was committed during the checkpoint before it.
-CATCH_UP_PAGES = 8_000
-# How long a sync waits for writers already under way to commit, and for at most how many
-# commits: a save's transaction takes well under a millisecond, so the writers queued at
-# that moment commit within the wait and share the sync.
-GATHER_SECONDS = 0.002
-GATHER_COMMITS = 16
-
-
-class _Checkpointer:
-    """One daemon thread per SQLite database file that checkpoints after commits."""
-
-    def __init__(self, alias: str, lock: threading.Lock) -> None:
-        self.alias = alias
-        self.lock = lock
-        self.wanted = threading.Event()
-        self.thread = threading.Thread(target=self._run, name=f"sqlite-checkpoint-{alias}", daemon=True)
-        self.thread.start()
-
-    def nudge(self) -> None:
-        self.wanted.set()
-
-    def checkpoint(self, mode: str = "PASSIVE") -> tuple[int, int, int]:
-        """``PRAGMA wal_checkpoint(mode)``: (busy, pages in the log, pages copied)."""
-        # This thread's own connection, with the same settings (and so the same
-        # synchronous level, which decides the checkpoint's fsyncs) as the requests'.
-        with connections[self.alias].cursor() as cursor:
-            cursor.execute(f"PRAGMA wal_checkpoint({mode})")
-            return tuple(cursor.fetchone())
-
-    def _run(self) -> None:
-        while True:
-            self.wanted.wait()
-            time.sleep(CHECKPOINT_PAUSE)
-            self.wanted.clear()
-            try:
-                _, pages, _ = self.checkpoint()
-                if pages >= CATCH_UP_PAGES:
-                    with self.lock:
-                        self.checkpoint("RESTART")
-            except Exception:
-                # The next commit nudges again; the automatic checkpoint is the backstop.
-                logger.warning("SQLite checkpoint failed", exc_info=True)
-                connections[self.alias].close()
-
-
-class _LogSync:
-    """The group sync of one database file's write-ahead log (see the module docstring):
-    a thread that syncs the log after commits, for every commit made before it began."""
-
-    def __init__(self, database: str) -> None:
-        self.log = database + "-wal"
-        self.lock = threading.Lock()  # guards everything below
-        self.committing = threading.Condition(self.lock)  # notified when a commit is made (or closing)
-        self.gathered = threading.Condition(self.lock)  # notified when the sync need wait no longer
-        self.running = 0  # writers queued or in their transaction: commits on the way
-        self.committed = 0  # tickets taken: commits whose pages are written to the log
-        self.settled = 0  # every ticket up to this one has had its sync, done or failed
-        self.synced = 0  # every ticket up to this one is on disk
-        # Who waits for which ticket: (ticket, event loop or None for a blocked thread, callback).
-        self.waiting: list[tuple[int, asyncio.AbstractEventLoop | None, Callable[[Exception | None], None]]] = []
-        self.closed = False
-        self.thread = threading.Thread(target=self._run, name=f"sqlite-sync-{database}", daemon=True)
-        self.thread.start()
-
-    def begin(self) -> None:
-        """A writer is on its way to a commit (``end`` or ``commit`` follows)."""
-        with self.lock:
-            self.running += 1
-
-    def end(self) -> None:
-        """A writer that ``begin`` announced will not commit (its transaction failed)."""
-        with self.lock:
-            self.running -= 1
-            self._notify_if_gathered()
-
-    def commit(self, *, began: bool = False) -> int:
-        """The ticket for every page written to the log so far: for a commit just made
-        (``began``: announced by ``begin``), or for commits other threads made, which may
-        not have taken their tickets yet (``wait_durable``). Its sync starts at once."""
-        with self.lock:
-            self.committed += 1
-            if began:
-                self.running -= 1
-            self.committing.notify()
-            self._notify_if_gathered()
-            return self.committed
-
-    def _notify_if_gathered(self) -> None:
-        # Only then: each wake-up of the sync's thread costs a context switch, and most
-        # commits come while it waits for more.
-        if not self.running or self.committed - self.settled >= GATHER_COMMITS:
-            self.gathered.notify()
-
-    def wait(self, ticket: int) -> None:
-        """Block until ``ticket``'s commit is on disk; raise if its sync failed."""
-        outcome: concurrent.futures.Future[None] = concurrent.futures.Future()
-        if self._waits(ticket, None, lambda error: _settle(outcome, error)):
-            outcome.result()
-
-    async def wait_async(self, ticket: int) -> None:
-        """``wait`` for a coroutine, whose event loop goes on meanwhile."""
-        loop = asyncio.get_running_loop()
-        outcome = loop.create_future()
-        if self._waits(ticket, loop, lambda error: _settle(outcome, error)):
-            await outcome
-
-    def _waits(
-        self, ticket: int, loop: asyncio.AbstractEventLoop | None, settle: Callable[[Exception | None], None]
-    ) -> bool:
-        """Register ``settle`` for ``ticket``'s sync (it runs in ``loop``, or in the sync's
-        thread); False if that sync is already done. Raise if it failed."""
-        with self.lock:
-            if self.synced >= ticket:
-                return False
-            if self.settled >= ticket:
-                raise _sync_failed()
-            self.waiting.append((ticket, loop, settle))
-        return True
-
-    def close(self) -> None:
-        """Stop the sync's thread once every commit has had its sync (for tests, which
-        make syncs of their own)."""
-        with self.lock:
-            self.closed = True
-            self.committing.notify()
-        self.thread.join()
-
-    def _run(self) -> None:
-        while True:
-            with self.lock:
-                while self.committed == self.settled:
-                    if self.closed:
-                        return
-                    self.committing.wait()
-                # Writers on their way commit within moments: wait for them to share this sync.
-                deadline = time.monotonic() + GATHER_SECONDS
-                while self.running and self.committed - self.settled < GATHER_COMMITS:
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0 or not self.gathered.wait(remaining):
-                        break
-                covered = self.committed  # every commit so far wrote its pages before its ticket
-            synced = self._sync()
-            with self.lock:
-                self.settled = covered
-                if synced:
-                    self.synced = covered
-                due = [waiter for waiter in self.waiting if waiter[0] <= covered]
-                self.waiting = [waiter for waiter in self.waiting if waiter[0] > covered]
-            # One wake-up per event loop for all its calls that waited for this sync.
-            by_loop: dict[asyncio.AbstractEventLoop | None, list[Callable[[Exception | None], None]]] = {}
-            for _, loop, settle in due:
-                by_loop.setdefault(loop, []).append(settle)
-            for loop, settles in by_loop.items():
-                if loop is None:
-                    _settle_all(settles, synced)
-                else:
-                    loop.call_soon_threadsafe(_settle_all, settles, synced)
-
-    def _sync(self) -> bool:
-        """Sync the log; whether it is on disk (a failure is logged)."""
-        try:
-            descriptor = os.open(self.log, os.O_RDONLY)
-            try:
-                os.fsync(descriptor)
-            finally:
-                os.close(descriptor)
-        except FileNotFoundError:
-            # No log: the last connection checkpointed it into the database file,
-            # synced, and removed it; what it held is on disk.
-            return True
-        except OSError as error:
-            logger.error("Syncing the SQLite log %s failed: %s", self.log, error)
-            return False
-        return True
-
-
-def _sync_failed() -> OperationalError:
-    """What a write whose commit could not be synced raises: it is not acknowledged, and
-    the tools answer ``unavailable`` (retry), as for any database outage."""
-    return OperationalError("the SQLite log could not be synced to disk")
-
-
-def _settle(outcome: "asyncio.Future[None] | concurrent.futures.Future[None]", error: Exception | None) -> None:
-    if not outcome.done():  # a call that was cancelled no longer waits
-        if error is None:
-            outcome.set_result(None)
-        else:
-            outcome.set_exception(error)
-
-
-def _settle_all(settles: list[Callable[[Exception | None], None]], synced: bool) -> None:
-    for settle in settles:
-        # A fresh exception for each: each is raised, and gets a traceback, in its own call.
-        settle(None if synced else _sync_failed())
-
-
-class _DatabaseFile:
-    """What this process's writers of one SQLite database file share: the queue, the writer
-    connection, the group sync and the checkpointer."""
-
-    def __init__(self, name: str, connection: BaseDatabaseWrapper) -> None:
-        self.lock = threading.Lock()
-        self.sync = _LogSync(name)
-        # Same backend and settings as the threads' connections; opened on first use.
-        self.writer = type(connection)(connection.settings_dict, connection.alias)
-        self.writer.inc_thread_sharing()
-        self.checkpointer = _Checkpointer(connection.alias, self.lock)
-
-
-_files: dict[str, _DatabaseFile] = {}
-_files_guard = threading.Lock()
-
-
-def _file(connection: BaseDatabaseWrapper) -> _DatabaseFile:
-    name = str(connection.settings_dict["NAME"])
-    found = _files.get(name)
-    if found is None:
-        with _files_guard:
-            found = _files.get(name)
-            if found is None:
-                found = _files[name] = _DatabaseFile(name, connection)
-    return found
-
-
-def writer_lock(using: str = DEFAULT_DB_ALIAS) -> threading.Lock:
-    """The queue of this process's writers of the SQLite database ``using`` names."""
-    return _file(connections[using]).lock
+__all__ = ["PendingSyncs", "syncs_awaited_by", "wait_durable", "write_queue", "write_transaction"]
 
 
 class PendingSyncs:
@@ -313,9 +75,9 @@ class PendingSyncs:
     awaited (``wait``) before the call answers."""
 
     def __init__(self) -> None:
-        self.tickets: dict[_LogSync, int] = {}
+        self.tickets: dict[LogSync, int] = {}
 
-    def add(self, sync: _LogSync, ticket: int) -> None:
+    def add(self, sync: LogSync, ticket: int) -> None:
         self.tickets[sync] = max(ticket, self.tickets.get(sync, 0))
 
     async def wait(self) -> None:
@@ -340,7 +102,7 @@ def syncs_awaited_by(pending: PendingSyncs) -> Iterator[None]:
         _pending.reset(reset)
 
 
-def _durable(sync: _LogSync, ticket: int) -> None:
+def _durable(sync: LogSync, ticket: int) -> None:
     """Wait for ``ticket``'s sync here, or leave it to the caller that awaits it."""
     pending = _pending.get()
     if pending is None:
@@ -352,18 +114,18 @@ def _durable(sync: _LogSync, ticket: int) -> None:
 @contextmanager
 def write_transaction(using: str = DEFAULT_DB_ALIAS) -> Iterator[None]:
     """``transaction.atomic`` for a write, queued behind this process's other writers on
-    SQLite, run on the writer connection, and returning once the commit is on disk (the
+    SQLite, run on the write connection, and returning once the commit is on disk (the
     group sync), or, inside ``syncs_awaited_by``, with its sync left to the caller.
     Use it as ``@write_transaction()`` on a service or as a ``with`` block.
     Inside another transaction it is a nested ``atomic`` (a savepoint) on that
     transaction's connection and takes no lock: the outer transaction already holds the
     write lock, or is a test's."""
     connection = connections[using]
-    if connection.vendor != "sqlite" or connection.in_atomic_block:
+    if connection.vendor != "sqlite" or connection.in_atomic_block or not settings.CODEX_FAST_PATH:
         with transaction.atomic(using=using):
             yield
         return
-    file = _file(connection)
+    file = file_of(connection)
     file.sync.begin()
     try:
         with file.lock:
@@ -372,8 +134,8 @@ def write_transaction(using: str = DEFAULT_DB_ALIAS) -> Iterator[None]:
             if not (connection.queries_logged or connection.execute_wrappers):
                 # What Django does for a thread's connection at each request's start: close
                 # it if an error left it unusable or it outlived CONN_MAX_AGE (reopened on use).
-                file.writer.close_if_unusable_or_obsolete()
-                connections[using] = file.writer
+                file.connection.close_if_unusable_or_obsolete()
+                connections[using] = file.connection
             try:
                 with transaction.atomic(using=using):
                     yield
@@ -393,6 +155,6 @@ def wait_durable(using: str = DEFAULT_DB_ALIAS) -> None:
     sync). Inside a transaction, and on PostgreSQL, there is nothing to wait for: the outer
     commit, or PostgreSQL's own, makes it durable."""
     connection = connections[using]
-    if connection.vendor == "sqlite" and not connection.in_atomic_block:
-        sync = _file(connection).sync
+    if connection.vendor == "sqlite" and not connection.in_atomic_block and settings.CODEX_FAST_PATH:
+        sync = file_of(connection).sync
         _durable(sync, sync.commit())

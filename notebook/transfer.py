@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
@@ -24,7 +25,7 @@ from notebook.exceptions import InvalidArgument, ResourceExhausted
 from notebook.limits import MAX_SAFE_INTEGER, WRITER_FIELD_MAX_CHARS
 from notebook.models import Codex, Entry, EntryRelatedAgent, EntryRevision, EntryTag
 from notebook.representations import entry_dict, rfc3339_ms
-from notebook.services import _apply  # the one place entry fields and search columns are derived
+from notebook.services import apply_input
 from notebook.transactions import write_transaction
 from notebook.validation import EntryInput, parse_entry_id, parse_entry_input
 from notebook.writers import IMPORT, IMPORT_WRITER, KINDS, UNKNOWN, Writer
@@ -358,22 +359,32 @@ def _parse_entry(raw: Any, version: int) -> _ImportedEntry:
     return _ImportedEntry(entry_id, revision, data, created_at, updated_at, tuple(snapshots))
 
 
-def _free_id(codex: Codex, wanted: uuid.UUID) -> tuple[uuid.UUID, bool]:
-    """The id the entry gets in this codex, and whether it is already there.
-
-    The file's id when it is free or already this codex's; otherwise (it belongs to another
-    codex) an id derived from this codex and the file's id, so that importing the same
-    file again finds the same entry. Nothing of the other codex is read or changed.
-    """
-    candidate = wanted
-    for attempt in range(100):
-        owner = Entry.objects.filter(pk=candidate).values_list("codex_id", flat=True).first()
-        if owner is None:
-            return candidate, False
-        if owner == codex.pk:
-            return candidate, True
+def _candidate_ids(codex: Codex, wanted: uuid.UUID) -> Iterator[uuid.UUID]:
+    """The ids the entry may get in this codex, in order: the file's id, then ids derived
+    from this codex and the file's id, so that importing the same file again tries the same
+    ids and finds the same entry."""
+    yield wanted
+    for attempt in range(99):
         digest = hashlib.sha256(f"agent-codex-import:{codex.pk}:{wanted}:{attempt}".encode()).digest()
-        candidate = uuid.UUID(bytes=digest[:16], version=4)
+        yield uuid.UUID(bytes=digest[:16], version=4)
+
+
+def _import_entry(codex: Codex, item: _ImportedEntry) -> uuid.UUID | None:
+    """Create the entry in this codex under the first of its candidate ids that is free, or
+    return None if one of them is already this codex's (imported before); the id it got.
+
+    Every query names this codex: an id another codex holds is found by inserting it and
+    colliding on the primary key (in a savepoint), so nothing of the other codex is read.
+    """
+    for candidate in _candidate_ids(codex, item.entry_id):
+        if Entry.objects.filter(codex=codex, pk=candidate).exists():
+            return None
+        try:
+            with transaction.atomic():
+                _create(codex, candidate, item)
+        except IntegrityError:
+            continue  # another codex's id: the next candidate
+        return candidate
     raise InvalidArgument("no free id could be found for this entry")  # pragma: no cover
 
 
@@ -381,9 +392,11 @@ def _create(codex: Codex, entry_id: uuid.UUID, item: _ImportedEntry) -> None:
     entry = Entry(
         id=entry_id, codex=codex, revision=item.revision, created_at=item.created_at, updated_at=item.updated_at
     )
-    _apply(entry, item.data)
+    apply_input(entry, item.data)
     stored = sum(quotas.input_bytes(snapshot.data) for snapshot in item.snapshots)
-    quotas.charge(codex=codex, entries=1, stored_bytes=stored)
+    # In the caller's savepoint: an id another codex holds collides here, and the charge is
+    # rolled back with it.
+    entry.write_seq = quotas.charge(codex=codex, entries=1, stored_bytes=stored)
     entry.save(force_insert=True)
     EntryRevision.objects.bulk_create(
         EntryRevision(
@@ -445,11 +458,10 @@ def codex_import(*, codex: Codex, document: dict[str, Any], progress: Progress |
 @write_transaction()
 def _write(codex: Codex, parsed: list[_ImportedEntry], report: ImportReport, progress: Progress | None) -> None:
     for done, item in enumerate(parsed, start=1):
-        entry_id, present = _free_id(codex, item.entry_id)
-        if present:
+        entry_id = _import_entry(codex, item)
+        if entry_id is None:
             report.already_present += 1
         else:
-            _create(codex, entry_id, item)
             report.created += 1
             report.renumbered += entry_id != item.entry_id
         if progress is not None:

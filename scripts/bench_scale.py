@@ -50,13 +50,13 @@ FILL = [
     """
     INSERT INTO notebook_entry (id, codex_id, revision, title, content, content_bytes, tags,
         related_agent_ids, provenance, search_title, search_content, search_tags, search_tags_text,
-        created_at, updated_at)
+        created_at, updated_at, write_seq)
     SELECT id, %(codex)s, 1, title, content, octet_length(content), tags, agents, NULL,
         coalesce(lower(title), ''), lower(content), tags,
         array_to_string(ARRAY(SELECT jsonb_array_elements_text(tags)), E'\\n'),
-        now() - interval '1 day', now() - interval '1 day'
+        now() - interval '1 day', now() - interval '1 day', i
     FROM (
-        SELECT id,
+        SELECT i, id,
             CASE WHEN i %% 3 = 0 THEN NULL ELSE format('Note %%s on the %%s', i, (ARRAY['Pump', 'Valve', 'Relay',
                 'Gauge', 'Fan'])[1 + i %% 5]) END AS title,
             format('Field note %%s: %%s of the %%s unit, checked by crew %%s; readings nominal.%%s', i,
@@ -87,10 +87,10 @@ FILL = [
 OTHERS_FILL = """
     INSERT INTO notebook_entry (id, codex_id, revision, title, content, content_bytes, tags,
         related_agent_ids, provenance, search_title, search_content, search_tags, search_tags_text,
-        created_at, updated_at)
+        created_at, updated_at, write_seq)
     SELECT gen_random_uuid(), (%(codexes)s::bigint[])[1 + i %% cardinality(%(codexes)s::bigint[])], 1,
         NULL, content, octet_length(content), '["t1"]'::jsonb, '[]'::jsonb, NULL,
-        '', lower(content), '["t1"]'::jsonb, 't1', now() - interval '1 day', now() - interval '1 day'
+        '', lower(content), '["t1"]'::jsonb, 't1', now() - interval '1 day', now() - interval '1 day', i
     FROM (
         SELECT i, format('Other note %%s: %%s of the %%s unit, crew %%s.%%s', i,
             CASE WHEN i %% 3 = 0 THEN 'launch' ELSE 'survey' END,
@@ -300,9 +300,11 @@ def main() -> None:
         if args.others:
             fill_others(args.others, args.other_codexes)
         # Each codex's entry count, which the services keep and a search's walk window is
-        # sized by (its stored bytes only matter to the quota, which nothing here nears).
+        # sized by (its stored bytes only matter to the quota, which nothing here nears), and
+        # its write counter, which the next save continues from.
         cursor.execute(
-            "UPDATE notebook_codex c SET entry_count = (SELECT count(*) FROM notebook_entry e WHERE e.codex_id = c.id)"
+            "UPDATE notebook_codex c SET entry_count = (SELECT count(*) FROM notebook_entry e WHERE e.codex_id = c.id),"
+            " last_write_seq = (SELECT coalesce(max(e.write_seq), 0) FROM notebook_entry e WHERE e.codex_id = c.id)"
         )
         small.refresh_from_db()
         large.refresh_from_db()

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import httpx2
 from django.db import connections
 
-from codex_site import outage
+from common import outage
 from notebook.models import Entry
 from tests.http_client import LEGACY, MODERN, call_tool, post
 from tests.live import LiveServerTestCase

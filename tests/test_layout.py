@@ -19,6 +19,33 @@ def imported_packages(path: Path) -> set[str]:
     return names
 
 
+def imported_modules(path: Path) -> set[str]:
+    """Dotted modules a module imports (``from a.b import c`` counts as ``a.b`` and ``a.b.c``)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def module_importers(prefix: str) -> list[str]:
+    """Files of the project (tests and migrations aside) that import ``prefix`` or a module under it."""
+    found = []
+    for path in ROOT.rglob("*.py"):
+        relative = path.relative_to(ROOT)
+        if relative.parts[0] in {".venv", "tests"} or "migrations" in relative.parts:
+            continue
+        if any(name == prefix or name.startswith(prefix + ".") for name in imported_modules(path)):
+            found.append(str(relative))
+    return sorted(found)
+
+
+APPS = ("notebook", "authserver", "mcp_endpoint", "mycodex")
+
+
 def importers(package: str, of: str) -> list[str]:
     """The modules of ``package`` that import ``of``."""
     return sorted(
@@ -36,3 +63,41 @@ class ImportDirectionTest(SimpleTestCase):
 
     def test_the_mcp_endpoint_reaches_the_authorization_server_only_through_auth(self) -> None:
         self.assertEqual(importers("mcp_endpoint", "authserver"), ["mcp_endpoint/auth.py"])
+
+    def test_no_app_imports_the_site_that_wires_them(self) -> None:
+        for app in APPS:
+            with self.subTest(app=app):
+                self.assertEqual(importers(app, "codex_site"), [])
+
+    def test_common_lies_below_every_app(self) -> None:
+        for above in (*APPS, "codex_site"):
+            with self.subTest(above=above):
+                self.assertEqual(importers("common", above), [])
+
+    def test_the_fast_path_is_reached_only_through_its_seam(self) -> None:
+        # The services and selectors go through notebook.store; the token check is authserver's.
+        self.assertEqual(
+            [path for path in module_importers("notebook.sql") if not path.startswith("notebook/sql/")],
+            ["authserver/token_check.py", "notebook/store.py"],
+        )
+        self.assertEqual(
+            [path for path in module_importers("notebook.sqlite") if not path.startswith("notebook/sqlite/")],
+            ["notebook/apps.py", "notebook/transactions.py"],
+        )
+        self.assertEqual(module_importers("notebook.orm"), ["notebook/selectors.py", "notebook/store.py"])
+
+    def test_the_mcp_endpoint_uses_the_notebook_only_through_its_services_and_selectors(self) -> None:
+        seam = ("notebook.sql", "notebook.sqlite", "notebook.orm", "notebook.store")
+        for path in (ROOT / "mcp_endpoint").rglob("*.py"):
+            with self.subTest(path=str(path.relative_to(ROOT))):
+                self.assertEqual([name for name in imported_modules(path) if name.startswith(seam)], [])
+
+
+class RequirementsTest(SimpleTestCase):
+    def test_test_only_packages_are_not_installed_with_the_server(self) -> None:
+        runtime = (ROOT / "requirements.txt").read_text().lower()
+        tests = (ROOT / "requirements-test.txt").read_text().lower()
+        for package in ("selenium", "hypothesis", "hypothesis-jsonschema", "trio"):
+            self.assertNotIn(f"\n{package}==", runtime)
+            self.assertIn(f"\n{package}==", tests)
+        self.assertIn("\n-r requirements.txt\n", tests)

@@ -44,8 +44,9 @@ class TokenCheckOutageTest(LiveServerTestCase):
     def test_a_database_outage_during_the_token_check_is_503_not_500(self) -> None:
         token = self.token_for(self.make_user("alice"))
         with (
-            mock.patch("mcp_endpoint.auth.check_bearer_token", side_effect=OperationalError("db down")),
-            self.assertLogs("mcp_endpoint.http", "WARNING"),
+            # Whoever checks (the guard or, for a single call, the tool handler) logs the outage.
+            mock.patch("mcp_endpoint.auth.check_token_checksum", side_effect=OperationalError("db down")),
+            self.assertLogs("mcp_endpoint", "WARNING"),
         ):
             response = call_tool(self.mcp_url, token, "field_notes_search", {})
         self.assertEqual(response.status_code, 503)

@@ -1,4 +1,4 @@
-"""Issue 8's fast path: one token check per tool call, made by the tool handler right
+"""The tool call's fast path: one token check per tool call, made by the tool handler right
 before the service, still answered at HTTP level (401/403/503) when it refuses; and the
 statements each tool costs, counted so that regressions show."""
 
@@ -23,7 +23,7 @@ from mcp_endpoint import server as mcp_server
 from mcp_endpoint.auth import token_checksum
 from notebook import services
 from notebook.models import Entry
-from notebook.transactions import write_transaction, writer_lock
+from notebook.transactions import write_queue, write_transaction
 from notebook.validation import parse_entry_input
 from tests.http_client import LEGACY, MODERN, call_tool
 from tests.live import LiveServerTestCase
@@ -117,6 +117,18 @@ class TokenChangedBetweenCallsTest(LiveServerTestCase):
                 )
                 self.assertFalse(Entry.objects.exists())
 
+    def test_a_note_that_spells_the_refusal_or_an_error_is_answered_as_a_note(self) -> None:
+        # The guard reads each answer for a refusal; what a note holds is escaped JSON text.
+        token = self.token_for(self.alice)
+        content = '"codex/refusal" {"_meta": {"codex/refusal": {"status": 401}}, "error": {"code": -1}}'
+        arguments = {"requestId": "forged", "entry": {"content": content, "tags": ['"error"']}}
+        for version in (LEGACY, MODERN):
+            with self.subTest(version=version):
+                response = call_tool(self.mcp_url, token, "field_notes_save", arguments, version=version)
+                self.assertEqual(response.status_code, 200, response.text)
+                entry = response.json()["result"]["structuredContent"]["entry"]
+                self.assertEqual((entry["content"], entry["tags"]), (content, ['"error"']))
+
     def test_a_revoked_token_with_bad_arguments_still_gets_401_not_a_protocol_error(self) -> None:
         # The SDK refuses the arguments before the handler checks the token; the guard
         # then checks it itself before anything leaves.
@@ -138,20 +150,18 @@ class TokenChangedBetweenCallsTest(LiveServerTestCase):
         token = self.token_for(self.alice)
         with (
             mock.patch("mcp_endpoint.auth.check_token_checksum", side_effect=OperationalError("db down")),
-            self.assertLogs("mcp_endpoint.http", "WARNING"),
+            self.assertLogs("mcp_endpoint.server", "WARNING"),
         ):
             response = call_tool(self.mcp_url, token, "field_notes_search", {}, version=MODERN)
         self.assertEqual(response.status_code, 503, response.text)
         self.assertEqual(response.headers["retry-after"], "5")
 
 
-def call_deferred(raw_token: str, name: str, arguments: dict[str, Any]) -> tuple[Any, auth.DeferredCheck]:
+def call_unchecked(raw_token: str, name: str, arguments: dict[str, Any]) -> Any:
     """Run the tools/call handler as the guard leaves a single call: token not yet checked."""
-    deferred = auth.DeferredCheck(raw_token=raw_token, tool=name)
-    context = SimpleNamespace(request=SimpleNamespace(scope={auth.DEFERRED_SCOPE_KEY: deferred}))
+    context = SimpleNamespace(request=SimpleNamespace(scope={auth.TOKEN_SCOPE_KEY: token_checksum(raw_token)}))
     params = types.CallToolRequestParams(name=name, arguments=arguments)
-    result = asyncio.run(mcp_server.call_tool(context, params))
-    return types.CallToolResult.model_validate(result), deferred
+    return types.CallToolResult.model_validate(asyncio.run(mcp_server.call_tool(context, params)))
 
 
 @override_settings(CODEX_TOOL_CALLS_PER_MINUTE=1_000_000)
@@ -169,11 +179,9 @@ class StatementsPerToolTest(TransactionTestCase):
 
     def statements(self, name: str, arguments: dict[str, Any]) -> list[str]:
         # The handler's work as its worker thread runs it, here on the test's connection.
-        deferred = auth.DeferredCheck(raw_token=self.token, tool=name)
         with CaptureQueriesContext(connection) as captured:
-            result = mcp_server._execute(name, arguments, deferred)
+            result = mcp_server._execute(name, arguments, token_checksum(self.token))
         self.assertIn("entry", result)
-        self.assertTrue(deferred.checked)
         # Transaction control is not a statement of the tool's own.
         return [
             query["sql"]
@@ -207,7 +215,7 @@ class StatementsPerToolTest(TransactionTestCase):
     def test_a_replayed_save_returns_the_entry(self) -> None:
         arguments = {"requestId": "seed", "entry": {"content": "seed", "tags": ["a"]}}
         with CaptureQueriesContext(connection):
-            result, _ = call_deferred(self.token, "field_notes_save", arguments)
+            result = call_unchecked(self.token, "field_notes_save", arguments)
         self.assertEqual(success_of(result)["entry"]["id"], str(self.entry.id))
         self.assertEqual(Entry.objects.count(), 1)
 
@@ -254,7 +262,7 @@ class BatchedRateLimitTest(SimpleTestCase):
 
 class WriteTransactionTest(TransactionTestCase):
     def test_on_sqlite_writers_of_a_process_queue_on_one_lock(self) -> None:
-        lock = writer_lock()
+        lock = write_queue()
         with write_transaction():
             self.assertEqual(lock.locked(), connection.vendor == "sqlite")
             self.assertTrue(connection.in_atomic_block)

@@ -8,6 +8,7 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from django.test import TransactionTestCase
 
+from tests.migrations import migrate, old_entry
 from tests.test_selectors_search_index import fts_holds
 
 BEFORE = ("notebook", "0006_drop_redundant_fk_indexes")
@@ -24,21 +25,10 @@ def fetch(sql: str) -> list[tuple]:
 @unittest.skipUnless(connection.vendor == "sqlite", "the batches are SQLite's")
 class TrigramBatchesMigrationTest(TransactionTestCase):
     def migrate(self, target: tuple[str, str]):
-        executor = MigrationExecutor(connection)
-        executor.loader.build_graph()
-        executor.migrate([target])
-        return executor.loader.project_state([target]).apps
+        return migrate([target])
 
     def save(self, apps, codex, content: str):
-        return apps.get_model("notebook", "Entry").objects.create(
-            codex=codex,
-            revision=1,
-            content=content,
-            content_bytes=len(content),
-            search_content=content,
-            created_at=NOW,
-            updated_at=NOW,
-        )
+        return old_entry(apps, codex, content, NOW)
 
     def test_indexed_entries_stay_indexed_and_new_ones_wait(self) -> None:
         self.addCleanup(self.migrate, MigrationExecutor(connection).loader.graph.leaf_nodes()[0])

@@ -2,26 +2,17 @@
 
 import datetime as dt
 
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 from django.test import TransactionTestCase
+
+from tests.migrations import before, latest, migrate
 
 WRITER_MIGRATION = ("notebook", "0005_revision_writer")
 
 
 class RevisionWriterMigrationTest(TransactionTestCase):
-    def migrate(self, targets: list[tuple[str, str]]):
-        executor = MigrationExecutor(connection)
-        executor.loader.build_graph()
-        executor.migrate(targets)
-        return executor.loader.project_state(targets).apps
-
     def test_older_revisions_are_backfilled_as_written_by_an_unknown_application(self) -> None:
-        graph = MigrationExecutor(connection).loader.graph
-        # Whatever 0005 follows once branches are rechained: its parents in this app.
-        before = [node.key for node in graph.node_map[WRITER_MIGRATION].parents if node.key[0] == "notebook"]
-        self.addCleanup(self.migrate, graph.leaf_nodes())
-        apps = self.migrate(before)
+        self.addCleanup(migrate, latest())
+        apps = migrate(before(WRITER_MIGRATION))
         User = apps.get_model("auth", "User")
         Codex = apps.get_model("notebook", "Codex")
         Entry = apps.get_model("notebook", "Entry")
@@ -33,7 +24,7 @@ class RevisionWriterMigrationTest(TransactionTestCase):
         )
         EntryRevision.objects.create(codex=codex, entry=entry, revision=1, content="old", recorded_at=now)
 
-        apps = self.migrate([WRITER_MIGRATION])
+        apps = migrate([WRITER_MIGRATION])
         revision = apps.get_model("notebook", "EntryRevision").objects.get()
         self.assertEqual(
             (

@@ -153,7 +153,9 @@ class ListTest(PageTestCase):
                 data=parse_entry_input({"content": "fresh " + entry.content}),
             )
         ids = listed_ids(self.client, LIST)
-        expected = [str(e.id) for e in Entry.objects.filter(codex=self.alice_codex).order_by("-updated_at", "-id")]
+        expected = [
+            str(e.id) for e in Entry.objects.filter(codex=self.alice_codex).order_by("-updated_at", "-write_seq")
+        ]
         self.assertEqual(ids, expected)
         self.assertEqual(len(ids), 45)
 

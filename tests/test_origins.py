@@ -2,7 +2,7 @@
 
 from django.test import SimpleTestCase, override_settings
 
-from codex_site.origins import origin_allowed
+from common.origins import origin_allowed
 
 
 @override_settings(CODEX_ALLOWED_ORIGINS=["http://127.0.0.1:8000", "https://app.example.com"])

@@ -1,103 +1,32 @@
-"""The search's statements built once per shape (notebook.search_sql) against the ORM.
+"""The search's statements built once per shape (notebook.sql.search) against the ORM.
 
-The querysets below are the search's candidate statements as the ORM wrote them before
-they were rendered by hand; their plans are the ones docs/data.md describes (checked
-with EXPLAIN). For every filter shape, the hand-rendered statement must send the very
-same SQL and give the very same instances.
+The querysets of ``notebook.orm`` (the plain path, ``CODEX_FAST_PATH=0``) are the search's
+candidate statements as the ORM wrote them before they were rendered by hand; their
+plans are the ones docs/data.md describes (checked with EXPLAIN). For every filter
+shape, the hand-rendered statement must send the very same SQL and give the very same
+instances.
 """
 
 import itertools
-import uuid
 from typing import Any
 from unittest import mock
 
 from django.db import connection
-from django.db.models import BigIntegerField, Exists, OuterRef, Q, QuerySet, Value
-from django.db.models.expressions import RawSQL
-from django.db.models.functions import Cast, StrIndex, Substr
-from django.db.models.lookups import GreaterThan
 from django.db.models.signals import post_init
 from django.test.utils import CaptureQueriesContext
 
-from notebook import search_sql, selectors, services
-from notebook.limits import EXCERPT_CHARS
-from notebook.models import Codex, Entry, EntryRelatedAgent, EntryRevision, EntryTag
-from notebook.rows import ModelColumns
-from notebook.search_sql import LIKE, SQLITE_TRIGRAM_MATCH, TRIGRAM, SearchStatements, sqlite_trigram_params
+from notebook import orm, services, store
+from notebook.models import Entry, EntryRevision
+from notebook.prefilters import LIKE, TRIGRAM
+from notebook.sql import search as search_sql
+from notebook.sql.converters import ModelColumns
+from notebook.sql.search import SearchStatements
 from notebook.validation import parse_entry_input
 from notebook.writers import APPLICATION
 from tests.base import NotebookTestCase
 from tests.test_selectors_search import search
 
 CLIENT_ID = "client-of-the-app"
-
-
-def orm_candidates(
-    codex: Codex,
-    *,
-    limit: int,
-    after: uuid.UUID | None = None,
-    upto: uuid.UUID | None = None,
-    tag: str | None = None,
-    agent: str | None = None,
-    written_by: str | None = None,
-    query: str = "",
-    prefilter: str | None = None,
-    search_columns: bool = False,
-) -> QuerySet[Entry]:
-    """The statement as a queryset (what ``selectors._candidates`` built per call)."""
-    candidates = Entry.objects.filter(codex_id=Cast(Value(codex.pk), BigIntegerField()))
-    if after is not None:
-        candidates = candidates.filter(id__gt=after)
-    if upto is not None:
-        candidates = candidates.filter(id__lte=upto)
-    order = "id"
-    for relation, value in [("related_agent_rows", agent), ("tag_rows", tag)]:
-        if value is not None:
-            bounds = {f"{relation}__codex": codex, f"{relation}__value": value}
-            if after is not None:
-                bounds[f"{relation}__entry_id__gt"] = after
-            if upto is not None:
-                bounds[f"{relation}__entry_id__lte"] = upto
-            candidates = candidates.filter(**bounds)
-            order = f"{relation}__entry_id"
-    if written_by is not None:
-        revisions = EntryRevision.objects.filter(writer_kind=APPLICATION, writer_client_id=written_by)
-        candidates = candidates.filter(Exists(revisions.filter(codex=codex, entry=OuterRef("pk"))))
-    if prefilter == TRIGRAM and connection.vendor == "sqlite":
-        candidates = candidates.filter(id__in=RawSQL(SQLITE_TRIGRAM_MATCH, sqlite_trigram_params(query)))
-    elif prefilter is not None and connection.vendor == "sqlite":
-        candidates = candidates.filter(
-            GreaterThan(StrIndex("search_title", Value(query)), 0)
-            | GreaterThan(StrIndex("search_content", Value(query)), 0)
-            | GreaterThan(StrIndex("search_tags_text", Value(query)), 0)
-        )
-    elif prefilter is not None:
-        candidates = candidates.filter(
-            Q(search_title__contains=query) | Q(search_content__contains=query) | Q(search_tags_text__contains=query)
-        )
-    deferred = ["content", "provenance", "search_tags_text"]
-    if not search_columns:
-        deferred += ["search_title", "search_content", "search_tags"]
-    candidates = candidates.defer(*deferred).annotate(excerpt=Substr("content", 1, EXCERPT_CHARS))
-    return candidates.order_by(order)[:limit]
-
-
-def orm_window_end(
-    codex: Codex, *, offset: int, after: uuid.UUID | None = None, tag: str | None = None, agent: str | None = None
-) -> uuid.UUID | None:
-    """The window's end as a queryset (what ``selectors._walk_window_end`` built per call)."""
-    rows = Entry.objects.filter(codex=codex)
-    column = "id"
-    for model, value in [(EntryTag, tag), (EntryRelatedAgent, agent)]:
-        if value is not None:
-            rows = model.objects.filter(codex=codex, value=value)
-            column = "entry_id"
-            break
-    if after is not None:
-        rows = rows.filter(**{f"{column}__gt": after})
-    ends = list(rows.order_by(column).values_list(column, flat=True)[offset : offset + 2])
-    return ends[0] if len(ends) == 2 else None
 
 
 def loaded_state(entry: Entry) -> dict[str, Any]:
@@ -166,7 +95,7 @@ class StatementsAgreeWithTheOrmTest(NotebookTestCase):
                         statements.candidates, codex_id=self.alice_codex.pk, limit=limit, **filters
                     )
                     orm_sql, expected = self.capture(
-                        lambda **kwargs: list(orm_candidates(self.alice_codex, **kwargs)), limit=limit, **filters
+                        lambda **kwargs: orm.search_candidates(self.alice_codex.pk, **kwargs), limit=limit, **filters
                     )
                     self.assertEqual(sql, orm_sql)
                     self.assertEqual([loaded_state(e) for e in entries], [loaded_state(e) for e in expected])
@@ -183,7 +112,7 @@ class StatementsAgreeWithTheOrmTest(NotebookTestCase):
                 with self.subTest(after=after, tag=tag, agent=agent, offset=offset):
                     window = {"offset": offset, "after": after, "tag": tag, "agent": agent}
                     sql, end = self.capture(statements.window_end, codex_id=self.alice_codex.pk, **window)
-                    orm_sql, expected = self.capture(orm_window_end, self.alice_codex, **window)
+                    orm_sql, expected = self.capture(orm.search_window_end, self.alice_codex.pk, **window)
                     self.assertEqual(sql, orm_sql)
                     self.assertEqual(end, expected)
         self.assertIsNotNone(statements.window_end(codex_id=self.alice_codex.pk, offset=2))
@@ -199,7 +128,7 @@ class StatementsBuiltOncePerShapeTest(NotebookTestCase):
         one, two = self.save(tags=["a"]), self.save(tags=["b"])
         statements = SearchStatements()
         with mock.patch.object(
-            search_sql._Database, "render", autospec=True, side_effect=search_sql._Database.render
+            search_sql._SearchSQL, "render", autospec=True, side_effect=search_sql._SearchSQL.render
         ) as render:
             for tag in ["a", "b", "c"]:
                 for limit in (2, 21, 101):
@@ -216,9 +145,9 @@ class StatementsBuiltOncePerShapeTest(NotebookTestCase):
         for number in range(7):
             self.save(content=f"note {number}", tags=["t"])
         render = mock.patch.object(
-            search_sql._Database, "render", autospec=True, side_effect=search_sql._Database.render
+            search_sql._SearchSQL, "render", autospec=True, side_effect=search_sql._SearchSQL.render
         )
-        with mock.patch.object(selectors, "SEARCH", SearchStatements()), render as rendered:
+        with mock.patch.object(store, "SEARCH", SearchStatements()), render as rendered:
             first = search(self.alice_codex, tag="t", limit=2)
             self.assertEqual(rendered.call_count, 1)
             second = search(self.alice_codex, tag="t", limit=2, cursor=first.next_cursor)

@@ -1,11 +1,19 @@
 """Newest-first listing for the person's pages: the tool's matching, keyset paging on
-(updated_at, id), and a signed cursor bound to codex and filters."""
+(updated_at, write_seq), and a signed cursor bound to codex and filters."""
 
+import datetime as dt
+from unittest import mock
+
+from notebook import services
 from notebook.exceptions import InvalidArgument
 from notebook.models import Entry
 from notebook.selectors import entry_recent
-from notebook.validation import parse_search_params
+from notebook.validation import parse_entry_input, parse_search_params
 from tests.base import NotebookTestCase
+
+# One millisecond for every write of a test: saves are truncated to the millisecond, so
+# writes this close tie on updated_at and only the write order can tell them apart.
+ONE_MILLISECOND = dt.datetime(2026, 3, 1, 12, 0, 0, 123000, tzinfo=dt.UTC)
 
 
 class EntryRecentTest(NotebookTestCase):
@@ -25,10 +33,27 @@ class EntryRecentTest(NotebookTestCase):
             self.save(content=f"n{i}")
         ids, sizes = self.follow()
         expected = list(
-            Entry.objects.filter(codex=self.alice_codex).order_by("-updated_at", "-id").values_list("id", flat=True)
+            Entry.objects.filter(codex=self.alice_codex)
+            .order_by("-updated_at", "-write_seq")
+            .values_list("id", flat=True)
         )
         self.assertEqual(ids, expected)
         self.assertEqual(sizes, [5, 5, 5, 5, 3])
+
+    def test_writes_in_one_millisecond_keep_the_order_they_were_made_in(self) -> None:
+        with mock.patch.object(services, "_now", return_value=ONE_MILLISECOND):
+            # Twelve saves: random ids agree with the write order by chance once in 12!.
+            saved = [self.save(content=f"same moment {i}") for i in range(12)]
+            first = saved[0]
+            updated = services.entry_update(
+                codex=self.alice_codex,
+                entry_id=first.id,
+                expected_revision=1,
+                data=parse_entry_input({"content": "changed last"}),
+            )
+        self.assertEqual({entry.updated_at for entry in [*saved, updated]}, {ONE_MILLISECOND})
+        newest_first = [updated.id] + [entry.id for entry in reversed(saved[1:])]
+        self.assertEqual(self.follow()[0], newest_first)
 
     def test_a_rare_match_beyond_the_scan_budget_is_reached_by_following_the_cursor(self) -> None:
         rare = self.save(content="the one STRAẞE")

@@ -17,7 +17,7 @@ from django.test.utils import CaptureQueriesContext
 
 from notebook import selectors, services
 from notebook.models import Entry
-from notebook.search_sql import SQLITE_TRIGRAM_MATCH, sqlite_trigram_params
+from notebook.prefilters import SQLITE_TRIGRAM_MATCH, sqlite_trigram_params
 from notebook.selectors import TRIGRAM_MIN_CHARS
 from notebook.validation import normalize_for_search, parse_entry_input
 from tests.base import NotebookTestCase

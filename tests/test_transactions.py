@@ -22,6 +22,8 @@ from notebook import services, transactions
 from notebook.exceptions import NotFound
 from notebook.models import Entry
 from notebook.representations import entry_dict
+from notebook.sqlite import files, group_sync
+from notebook.sqlite.checkpointer import CATCH_UP_PAGES, Checkpointer
 from notebook.transactions import write_transaction
 from notebook.validation import parse_entry_input
 
@@ -42,7 +44,7 @@ class CheckpointTest(TransactionTestCase):
     def test_a_commit_returns_before_its_checkpoint_which_runs_in_another_thread(self) -> None:
         release, ran = threading.Event(), threading.Event()
         threads = []
-        real = transactions._Checkpointer.checkpoint
+        real = Checkpointer.checkpoint
 
         def checkpoint(checkpointer, mode="PASSIVE"):
             threads.append(threading.current_thread())
@@ -51,7 +53,7 @@ class CheckpointTest(TransactionTestCase):
             ran.set()
             return result
 
-        with mock.patch.object(transactions._Checkpointer, "checkpoint", checkpoint):
+        with mock.patch.object(Checkpointer, "checkpoint", checkpoint):
             self.save("first")  # returns although its checkpoint is held
             release.set()
             self.assertTrue(ran.wait(10), "no checkpoint ran after the commit")
@@ -61,16 +63,16 @@ class CheckpointTest(TransactionTestCase):
     def test_the_checkpointer_copies_the_log_into_the_database_file(self) -> None:
         name = str(connection.settings_dict["NAME"])
         self.save("one")
-        checkpointer = transactions._files[name].checkpointer
+        checkpointer = files._files[name].checkpointer
         done = threading.Event()
-        real = transactions._Checkpointer.checkpoint
+        real = Checkpointer.checkpoint
 
         def checkpoint(checkpointer, mode="PASSIVE"):
             result = real(checkpointer, mode)
             done.set()
             return result
 
-        with mock.patch.object(transactions._Checkpointer, "checkpoint", checkpoint):
+        with mock.patch.object(Checkpointer, "checkpoint", checkpoint):
             self.save("two")
             self.assertTrue(done.wait(10))
         self.assertTrue(checkpointer.thread.is_alive())
@@ -79,10 +81,10 @@ class CheckpointTest(TransactionTestCase):
         self.assertEqual((busy, pages), (0, copied))
 
     def test_a_long_log_is_finished_with_the_process_writers_held(self) -> None:
-        lock = transactions.writer_lock()
+        lock = transactions.write_queue()
         held = []
         done = threading.Event()
-        calls = iter([(0, transactions.CATCH_UP_PAGES, transactions.CATCH_UP_PAGES), (0, 10, 10)])
+        calls = iter([(0, CATCH_UP_PAGES, CATCH_UP_PAGES), (0, 10, 10)])
 
         def checkpoint(checkpointer, mode="PASSIVE"):
             held.append((mode, lock.locked()))
@@ -91,7 +93,7 @@ class CheckpointTest(TransactionTestCase):
                 done.set()
             return result
 
-        with mock.patch.object(transactions._Checkpointer, "checkpoint", checkpoint):
+        with mock.patch.object(Checkpointer, "checkpoint", checkpoint):
             self.save("three")
             self.assertTrue(done.wait(10))
         self.assertEqual(held, [("PASSIVE", False), ("RESTART", True)])
@@ -126,14 +128,14 @@ class GroupSyncTest(TransactionTestCase):
             seen.append((os.readlink(f"/proc/self/fd/{descriptor}"), self.committed("r-1")))
             real_fsync(descriptor)
 
-        with mock.patch("notebook.transactions.os.fsync", side_effect=fsync):
+        with mock.patch("notebook.sqlite.group_sync.os.fsync", side_effect=fsync):
             services.entry_save(codex=self.codex, request_id="r-1", data=self.data())
         # Before entry_save returned: one sync of the log, begun after the commit.
         self.assertEqual(seen, [(os.path.realpath(self.log), True)])
 
     def test_every_write_service_syncs_before_it_returns(self) -> None:
         entry = services.entry_save(codex=self.codex, request_id="r-1", data=self.data())
-        with mock.patch("notebook.transactions.os.fsync", wraps=os.fsync) as fsync:
+        with mock.patch("notebook.sqlite.group_sync.os.fsync", wraps=os.fsync) as fsync:
             services.entry_update(codex=self.codex, entry_id=entry.id, expected_revision=1, data=self.data("y"))
             self.assertEqual(fsync.call_count, 1)
             services.entry_delete(codex=self.codex, entry_id=entry.id)
@@ -141,7 +143,7 @@ class GroupSyncTest(TransactionTestCase):
 
     def test_a_replayed_save_waits_for_the_sync_of_the_save_it_returns(self) -> None:
         services.entry_save(codex=self.codex, request_id="r-1", data=self.data())
-        with mock.patch("notebook.transactions.os.fsync", wraps=os.fsync) as fsync:
+        with mock.patch("notebook.sqlite.group_sync.os.fsync", wraps=os.fsync) as fsync:
             services.entry_save(codex=self.codex, request_id="r-1", data=self.data())
         self.assertEqual(fsync.call_count, 1)
 
@@ -166,7 +168,7 @@ class GroupSyncTest(TransactionTestCase):
             finally:
                 connection.close()
 
-        with mock.patch("notebook.transactions.os.fsync", side_effect=slow_fsync):
+        with mock.patch("notebook.sqlite.group_sync.os.fsync", side_effect=slow_fsync):
             threads = [threading.Thread(target=save, args=(number,)) for number in range(8)]
             for thread in threads:
                 thread.start()
@@ -179,7 +181,7 @@ class GroupSyncTest(TransactionTestCase):
 
     def test_a_write_that_fails_is_not_synced_or_acknowledged(self) -> None:
         with (
-            mock.patch("notebook.transactions.os.fsync", wraps=os.fsync) as fsync,
+            mock.patch("notebook.sqlite.group_sync.os.fsync", wraps=os.fsync) as fsync,
             self.assertRaises(NotFound),
         ):
             services.entry_update(codex=self.codex, entry_id=uuid.uuid4(), expected_revision=1, data=self.data())
@@ -194,7 +196,7 @@ class LogSyncTicketsTest(unittest.TestCase):
         directory = self.enterContext(tempfile.TemporaryDirectory())
         database = os.path.join(directory, "db.sqlite3")
         open(database + "-wal", "wb").close()
-        self.sync = transactions._LogSync(database)
+        self.sync = group_sync.LogSync(database)
         self.addCleanup(self.sync.close)
 
     def test_a_sync_covers_commits_made_before_it_began_and_not_after(self) -> None:
@@ -208,7 +210,7 @@ class LogSyncTicketsTest(unittest.TestCase):
                 inside.set()
                 release.wait(10)
 
-        with mock.patch("notebook.transactions.os.fsync", side_effect=fsync):
+        with mock.patch("notebook.sqlite.group_sync.os.fsync", side_effect=fsync):
             first = sync.commit()
             inside.wait(10)  # the first sync runs, covering ticket 1 only
             late = sync.commit()  # a commit during that sync: needs a sync of its own
@@ -225,8 +227,8 @@ class LogSyncTicketsTest(unittest.TestCase):
         calls = []
         sync.begin()  # another writer is in its transaction
         with (
-            mock.patch.object(transactions, "GATHER_SECONDS", 10),
-            mock.patch("notebook.transactions.os.fsync", side_effect=lambda descriptor: calls.append(sync.committed)),
+            mock.patch.object(group_sync, "GATHER_SECONDS", 10),
+            mock.patch.object(group_sync.os, "fsync", side_effect=lambda descriptor: calls.append(sync.committed)),
         ):
             first = sync.commit()
             time.sleep(0.05)
@@ -241,7 +243,7 @@ class LogSyncTicketsTest(unittest.TestCase):
     def test_a_writer_that_fails_ends_the_wait(self) -> None:
         sync = self.sync
         sync.begin()
-        with mock.patch.object(transactions, "GATHER_SECONDS", 10), mock.patch("notebook.transactions.os.fsync"):
+        with mock.patch.object(group_sync, "GATHER_SECONDS", 10), mock.patch("notebook.sqlite.group_sync.os.fsync"):
             ticket = sync.commit()
             time.sleep(0.05)
             started = time.monotonic()
@@ -253,7 +255,7 @@ class LogSyncTicketsTest(unittest.TestCase):
     def test_a_writer_that_takes_long_delays_the_sync_only_briefly(self) -> None:
         sync = self.sync
         sync.begin()  # and never commits during this test
-        with mock.patch.object(transactions, "GATHER_SECONDS", 0.05), mock.patch("notebook.transactions.os.fsync"):
+        with mock.patch.object(group_sync, "GATHER_SECONDS", 0.05), mock.patch("notebook.sqlite.group_sync.os.fsync"):
             started = time.monotonic()
             sync.wait(sync.commit())
         self.assertGreaterEqual(time.monotonic() - started, 0.05)
@@ -262,8 +264,8 @@ class LogSyncTicketsTest(unittest.TestCase):
     def test_a_failed_sync_fails_the_commits_it_covered_and_later_commits_sync_anew(self) -> None:
         sync = self.sync
         with (
-            mock.patch("notebook.transactions.os.fsync", side_effect=[OSError(5, "Input/output error"), None]),
-            self.assertLogs("notebook.transactions", "ERROR"),
+            mock.patch("notebook.sqlite.group_sync.os.fsync", side_effect=[OSError(5, "Input/output error"), None]),
+            self.assertLogs("notebook.sqlite.group_sync", "ERROR"),
         ):
             failed = sync.commit()
             with self.assertRaises(OperationalError):
@@ -292,7 +294,7 @@ class LogSyncTicketsTest(unittest.TestCase):
             await sync.wait_async(ticket)  # already synced: returns at once
             return states
 
-        with mock.patch("notebook.transactions.os.fsync", side_effect=fsync):
+        with mock.patch("notebook.sqlite.group_sync.os.fsync", side_effect=fsync):
             self.assertEqual(asyncio.run(scenario()), ["waiting"] * 3)
         self.assertEqual(sync.synced, 1)
 
@@ -332,7 +334,7 @@ class AwaitedSyncTest(TransactionTestCase):
             release.set()
             return thread_done, answered_before_sync, await asyncio.wait_for(call, 10)
 
-        with mock.patch("notebook.transactions.os.fsync", side_effect=fsync):
+        with mock.patch("notebook.sqlite.group_sync.os.fsync", side_effect=fsync):
             thread_done, answered_before_sync, entry = asyncio.run(scenario())
         self.assertTrue(thread_done)
         self.assertFalse(answered_before_sync)
@@ -340,8 +342,8 @@ class AwaitedSyncTest(TransactionTestCase):
 
     def test_a_call_whose_sync_fails_answers_unavailable_not_its_result(self) -> None:
         with (
-            mock.patch("notebook.transactions.os.fsync", side_effect=OSError(5, "Input/output error")),
-            self.assertLogs("notebook.transactions", "ERROR"),
+            mock.patch("notebook.sqlite.group_sync.os.fsync", side_effect=OSError(5, "Input/output error")),
+            self.assertLogs("notebook.sqlite.group_sync", "ERROR"),
             self.assertLogs("mcp_endpoint.results", "WARNING"),
         ):
             result = asyncio.run(run_tool("field_notes_save", lambda: {"entry": entry_dict(self.save("r-1"))}))
@@ -350,7 +352,7 @@ class AwaitedSyncTest(TransactionTestCase):
 
     def test_a_replayed_save_through_the_boundary_waits_for_the_sync_too(self) -> None:
         self.save("r-1")
-        with mock.patch("notebook.transactions.os.fsync", wraps=os.fsync) as fsync:
+        with mock.patch("notebook.sqlite.group_sync.os.fsync", wraps=os.fsync) as fsync:
             entry = asyncio.run(run_sync(lambda: self.save("r-1")))
         self.assertEqual(entry.revision, 1)
         self.assertEqual(fsync.call_count, 1)
@@ -389,7 +391,7 @@ class WriterConnectionTest(TransactionTestCase):
     def test_writes_of_every_thread_share_one_connection(self) -> None:
         # Kept between writes as between requests: the tests' CONN_MAX_AGE is 0.
         with mock.patch.dict(connection.settings_dict, {"CONN_MAX_AGE": 60}):
-            transactions._file(connection).writer.close()
+            files.file_of(connection).connection.close()
             seen = self.write_from_threads(4)
         self.assertEqual(len(seen), 4)
         self.assertEqual(len({id(raw) for raw in seen}), 1)
@@ -404,7 +406,7 @@ class WriterConnectionTest(TransactionTestCase):
 
     def test_an_unusable_writer_connection_is_replaced(self) -> None:
         first = self.write_from_threads(1)
-        writer = transactions._files[str(connection.settings_dict["NAME"])].writer
+        writer = files._files[str(connection.settings_dict["NAME"])].connection
         writer.errors_occurred = True
         with mock.patch.object(type(writer), "is_usable", return_value=False):
             second = self.write_from_threads(1)

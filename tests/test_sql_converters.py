@@ -1,4 +1,4 @@
-"""notebook.rows: the cheaper converters (SQLite datetimes, JSON) give what Django's give."""
+"""notebook.sql (converters, driver): the cheaper converters (SQLite datetimes, JSON) give what Django's give."""
 
 import datetime as dt
 import functools
@@ -19,9 +19,10 @@ from django.test.utils import CaptureQueriesContext
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from notebook import rows, selectors, services
+from notebook import selectors, services
 from notebook.models import Codex, Entry, EntryRevision, EntryTag, RequestKey
-from notebook.rows import ModelColumns, preparer
+from notebook.sql import converters, driver
+from notebook.sql.converters import ModelColumns, preparer
 from notebook.validation import parse_entry_input
 
 
@@ -114,7 +115,7 @@ class JSONConverterTest(SimpleTestCase):
         field.set_attributes_from_name("custom")
         field.model = Entry
         converters = field.get_db_converters(connection)
-        from notebook.rows import _faster
+        from notebook.sql.converters import faster as _faster
 
         self.assertEqual([_faster(converter, connection) for converter in converters], converters)
 
@@ -228,7 +229,7 @@ _PREPARED_MODELS = (Entry, EntryRevision, RequestKey, EntryTag, Codex)
 
 
 class PreparerTest(SimpleTestCase):
-    """``notebook.rows.preparer``: the value ``get_db_prep_save`` gives, more cheaply."""
+    """``notebook.sql.converters.preparer``: the value ``get_db_prep_save`` gives, more cheaply."""
 
     databases = {"default"}
 
@@ -273,7 +274,7 @@ class PreparerTest(SimpleTestCase):
 
 @skipUnless(connection.vendor == "sqlite", "the direct path is SQLite's")
 class DirectStatementTest(TestCase):
-    """``rows.run`` sends a statement straight to SQLite's driver unless something watches
+    """``driver.run`` sends a statement straight to SQLite's driver unless something watches
     Django's cursor layers, and keeps what those layers guarantee."""
 
     def setUp(self) -> None:
@@ -284,27 +285,27 @@ class DirectStatementTest(TestCase):
         with mock.patch.object(
             type(connections["default"]), "cursor", side_effect=AssertionError("Django's cursor used")
         ):
-            self.assertEqual(rows.run(connection, self.sql, [self.codex.pk], rows.fetchone), (0,))
+            self.assertEqual(driver.run(connection, self.sql, [self.codex.pk], driver.fetchone), (0,))
 
     def test_a_watched_statement_goes_through_djangos_cursor(self) -> None:
         with CaptureQueriesContext(connection) as captured:
-            self.assertEqual(rows.run(connection, self.sql, [self.codex.pk], rows.fetchone), (0,))
+            self.assertEqual(driver.run(connection, self.sql, [self.codex.pk], driver.fetchone), (0,))
         self.assertEqual([query["sql"] for query in captured], [self.sql % self.codex.pk])
         seen = []
         with connection.execute_wrapper(lambda execute, sql, *rest: seen.append(sql) or execute(sql, *rest)):
-            rows.run(connection, self.sql, [self.codex.pk], rows.fetchone)
+            driver.run(connection, self.sql, [self.codex.pk], driver.fetchone)
         self.assertEqual(seen, [self.sql])
 
     def test_errors_are_djangos(self) -> None:
         insert = "INSERT INTO notebook_codex (created_at, owner_id, entry_count, stored_bytes) VALUES (%s, %s, 0, 0)"
         with self.assertRaises(IntegrityError), transaction.atomic():
-            rows.run(connection, insert, ["2026-01-01 00:00:00", self.codex.owner_id], rows.nothing)
+            driver.run(connection, insert, ["2026-01-01 00:00:00", self.codex.owner_id], driver.nothing)
         with self.assertRaises(DatabaseError):
-            rows.run(connection, "SELECT no_such_column FROM notebook_codex", [], rows.fetchall)
+            driver.run(connection, "SELECT no_such_column FROM notebook_codex", [], driver.fetchall)
 
     def test_percent_signs_are_converted_as_django_converts_them(self) -> None:
         sql = "SELECT 'a%%b', %s"
-        self.assertEqual(rows.run(connection, sql, ["c"], rows.fetchone), ("a%b", "c"))
+        self.assertEqual(driver.run(connection, sql, ["c"], driver.fetchone), ("a%b", "c"))
         with connection.cursor() as cursor:
             cursor.execute(sql, ["c"])
             self.assertEqual(cursor.fetchone(), ("a%b", "c"))
@@ -313,13 +314,13 @@ class DirectStatementTest(TestCase):
         with transaction.atomic():
             connection.set_rollback(True)
             with self.assertRaises(TransactionManagementError):
-                rows.run(connection, self.sql, [self.codex.pk], rows.fetchone)
+                driver.run(connection, self.sql, [self.codex.pk], driver.fetchone)
 
     def test_the_cursor_is_closed_so_no_read_stays_open(self) -> None:
         # A SELECT left unfinished would keep its read transaction (and snapshot) open.
         raw = connection.connection
         with mock.patch.object(connection, "connection", SimpleNamespace(cursor=lambda: Tracked(raw))):
-            rows.run(connection, "SELECT 1 UNION ALL SELECT 2", [], rows.fetchone)
+            driver.run(connection, "SELECT 1 UNION ALL SELECT 2", [], driver.fetchone)
         self.assertTrue(Tracked.last.closed)
 
 
@@ -346,7 +347,7 @@ class Tracked:
 
 
 class NewInstanceTest(TestCase):
-    """``rows.new_instance`` makes what ``Model(**values)`` makes."""
+    """``converters.new_instance`` makes what ``Model(**values)`` makes."""
 
     def setUp(self) -> None:
         self.codex = services.codex_for_user(user=get_user_model().objects.create_user("alice"))
@@ -354,7 +355,7 @@ class NewInstanceTest(TestCase):
 
     def test_the_instance_is_the_one_init_makes(self) -> None:
         values = {"codex": self.codex, "revision": 1, "created_at": self.now, "updated_at": self.now}
-        ours, djangos = rows.new_instance(Entry, **values), Entry(**values)
+        ours, djangos = converters.new_instance(Entry, **values), Entry(**values)
         self.assertIs(type(ours), Entry)
         mine = {key: value for key, value in vars(ours).items() if key not in ("_state", "id")}
         theirs = {key: value for key, value in vars(djangos).items() if key not in ("_state", "id")}
@@ -369,7 +370,7 @@ class NewInstanceTest(TestCase):
 
     def test_an_unknown_keyword_is_refused_as_init_refuses_it(self) -> None:
         with self.assertRaisesMessage(TypeError, "unexpected keyword"):
-            rows.new_instance(Entry, codex=self.codex, colour="red")
+            converters.new_instance(Entry, codex=self.codex, colour="red")
 
     def test_a_post_init_receiver_still_sees_the_instance(self) -> None:
         seen = []
@@ -379,7 +380,7 @@ class NewInstanceTest(TestCase):
 
         post_init.connect(receiver, sender=Entry)
         try:
-            entry = rows.new_instance(Entry, codex=self.codex, revision=1)
+            entry = converters.new_instance(Entry, codex=self.codex, revision=1)
         finally:
             post_init.disconnect(receiver, sender=Entry)
         self.assertEqual(seen, [entry])

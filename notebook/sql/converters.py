@@ -1,15 +1,7 @@
-"""Point reads by key, as SQL built once per query shape instead of compiled per call.
-
-Compiling a queryset costs far more than SQLite (or PostgreSQL) spends answering a
-lookup by primary key: on the tool-call hot path the ORM's compiler was most of a
-``get``. ``KeyedRead`` builds the statement once per database from the model's
-metadata (so table and column names, quoting and ``FOR UPDATE`` stay the backend's),
-prepares parameters with the fields' own ``get_db_prep_value``, applies the same
-converters the ORM applies to results, and hands back instances made by
-``Model.from_db``, exactly what the equivalent queryset returns. ``Insert`` and
-``UpdateRow`` do the same for writes. Where Django's own layers cost more than the work
-(a datetime or JSON column read or written), ``_faster`` and ``preparer`` do that work
-directly for the plain values the notebook stores, with Django's code as the fallback.
+"""Values to and from the database as the ORM converts them, cheaper: results through the
+same converters the ORM applies (``faster`` replaces two with equivalents), parameters
+prepared as ``get_db_prep_save`` prepares them (``preparer``), and rows made into
+instances as ``Model.from_db`` makes them (``ModelColumns``, ``new_instance``).
 """
 
 import datetime as dt
@@ -17,12 +9,12 @@ import functools
 import json
 import re
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
 import orjson
 from django.conf import settings
-from django.db import connections, models, router
+from django.db import models
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.base.operations import BaseDatabaseOperations
 from django.db.models import Field, JSONField, Model
@@ -30,60 +22,6 @@ from django.db.models.base import ModelState
 from django.db.models.signals import post_init, pre_init
 
 M = TypeVar("M", bound=Model)
-T = TypeVar("T")
-
-
-@functools.lru_cache(maxsize=512)
-def _driver_sql(sql: str) -> str:
-    """``sql`` in the SQLite driver's parameter style, converted as Django's SQLite cursor
-    converts it on every call (``SQLiteCursorWrapper.convert_query``)."""
-    from django.db.backends.sqlite3.base import FORMAT_QMARK_REGEX
-
-    return FORMAT_QMARK_REGEX.sub("?", sql).replace("%%", "%")
-
-
-def run(connection: BaseDatabaseWrapper, sql: str, params: Sequence[Any], result: Callable[[Any], T]) -> T:
-    """``with connection.cursor() as cursor: cursor.execute(sql, params); return result(cursor)``.
-
-    On SQLite, while nothing watches Django's cursor layers (no execute wrappers, no query
-    log: ``assertNumQueries``, ``DEBUG`` and the debug toolbar see every statement), the
-    statement goes straight to the driver with the checks Django's cursor makes first
-    (health check, connection, thread sharing, no broken transaction) and its error
-    wrapping (``IntegrityError`` stays Django's). Django's cursor costs about 10 µs per
-    statement in layers and a regular expression; a save runs five of these statements.
-    """
-    if connection.vendor != "sqlite" or connection.execute_wrappers or connection.queries_logged:
-        with connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            return result(cursor)
-    connection.close_if_health_check_failed()
-    if connection.connection is None:
-        connection.ensure_connection()
-    connection.validate_thread_sharing()
-    connection.validate_no_broken_transaction()
-    with connection.wrap_database_errors:
-        cursor = connection.connection.cursor()
-        try:
-            cursor.execute(_driver_sql(sql), params)
-            return result(cursor)
-        finally:
-            cursor.close()
-
-
-def fetchone(cursor: Any) -> Any:
-    return cursor.fetchone()
-
-
-def fetchall(cursor: Any) -> list[Any]:
-    return cursor.fetchall()
-
-
-def rowcount(cursor: Any) -> int:
-    return cursor.rowcount
-
-
-def nothing(cursor: Any) -> None:
-    return None
 
 
 # JSON text with a run of 19 or more digits may hold an integer past 64 bits, which orjson
@@ -91,13 +29,13 @@ def nothing(cursor: Any) -> None:
 _LONG_DIGITS = re.compile(r"\d{19}").search
 
 
-def _faster(converter: Callable[..., Any], connection: BaseDatabaseWrapper) -> Callable[..., Any]:
+def faster(converter: Callable[..., Any], connection: BaseDatabaseWrapper) -> Callable[..., Any]:
     """``converter``, or a cheaper one that gives the same values.
 
-    Two are replaced, each a few microseconds per value and several values per row:
+    Two are replaced, each costly per value and several values per row:
 
     - ``JSONField``'s (with no custom decoder) on every backend: the text is read with
-      orjson, several times faster than the json module. What orjson refuses (NaN,
+      orjson, faster than the json module. What orjson refuses (NaN,
       numbers beyond a float, lone surrogates, malformed text) and text that may hold an
       integer past 64 bits goes to the field's own converter.
     - SQLite's ``DateTimeField`` converter with ``USE_TZ``, which looks ``USE_TZ`` up in the
@@ -159,7 +97,7 @@ def preparer(field: Field, connection: BaseDatabaseWrapper) -> Callable[[Any], A
 
     Django prepares a value through three or four layers per field (each asking the value
     for ``as_sql`` or ``resolve_expression``, failing attribute lookups that cost more than
-    the work): 5 to 20 microseconds per field, and a save writes about 40. For the plain
+    the work), and a save writes about 40 fields. For the plain
     values the services write (``str``, ``int``, ``UUID``, aware ``datetime``, a JSON list or
     object), fields of exactly Django's own classes on backends that keep Django's own
     adaptation are prepared directly as those layers would; anything else goes through
@@ -229,7 +167,7 @@ def _fields_to_set(model: type[Model]) -> tuple[Field, ...] | None:
 def new_instance(model: type[M], **values: Any) -> M:
     """``model(**values)``: a new, unsaved instance, each field given by attname (a related
     object by the field's name) or taking its default. Without ``Model.__init__`` (which
-    costs a save about 35 µs for an entry) where it would do nothing more: a related object
+    walks every field and sends two signals) where it would do nothing more: a related object
     still goes through its descriptor, as in ``__init__``."""
     fields = _fields_to_set(model)
     if fields is None or not _plain_init(model):
@@ -270,7 +208,7 @@ class ModelColumns(Generic[M]):
         for position, field in enumerate(self.fields):
             column = field.get_col(table)
             converters = connection.ops.get_db_converters(column) + column.get_db_converters(connection)
-            converters = [_faster(converter, connection) for converter in converters]
+            converters = [faster(converter, connection) for converter in converters]
             if converters:
                 self.converters.append((position, column, converters))
 
@@ -318,137 +256,3 @@ class ModelColumns(Generic[M]):
         state.db = connection.alias
         instance.__dict__.update(zip(self.attnames, converted, strict=True))
         return instance
-
-
-class KeyedRead(Generic[M]):
-    """``Model.objects.filter(k1=v1, k2=v2).first()`` without compiling a queryset per call
-    (``lock=True`` adds ``FOR UPDATE`` where the backend has it, like ``select_for_update``).
-    The keys should name a unique row (the primary key, with the codex beside it)."""
-
-    def __init__(self, model: type[M], keys: Sequence[str], *, lock: bool = False) -> None:
-        self.model = model
-        self.keys = list(keys)
-        self.lock = lock
-        self._built: dict[str, tuple[str, ModelColumns[M], list[Field]]] = {}
-
-    def _build(self, alias: str) -> tuple[str, ModelColumns[M], list[Field]]:
-        connection = connections[alias]
-        quote = connection.ops.quote_name
-        table = quote(self.model._meta.db_table)
-        columns = ModelColumns(self.model, table, connection)
-        key_fields = [self.model._meta.get_field(name) for name in self.keys]
-        where = " AND ".join(f"{table}.{quote(field.column)} = %s" for field in key_fields)
-        sql = f"SELECT {', '.join(columns.sql)} FROM {table} WHERE {where} LIMIT 1"
-        if self.lock and connection.features.has_select_for_update:
-            sql += " FOR UPDATE"
-        return sql, columns, key_fields
-
-    def first(self, *values: Any) -> M | None:
-        """The row whose keys equal ``values`` (in the order of ``keys``), or None."""
-        alias = router.db_for_write(self.model) if self.lock else router.db_for_read(self.model)
-        built = self._built.get(alias)
-        if built is None:
-            built = self._built[alias] = self._build(alias)
-        sql, columns, key_fields = built
-        connection = connections[alias]
-        params = [field.get_db_prep_value(value, connection) for field, value in zip(key_fields, values, strict=True)]
-        row = run(connection, sql, params, fetchone)
-        return None if row is None else columns.instance(row, connection)
-
-
-class PerDatabase:
-    """Statements built once per database alias: ``build`` runs on first use of an alias."""
-
-    def __init__(self) -> None:
-        self._built: dict[str, Any] = {}
-
-    def built(self, alias: str) -> Any:
-        built = self._built.get(alias)
-        if built is None:
-            built = self._built[alias] = self.build(connections[alias])
-        return built
-
-    def build(self, connection: BaseDatabaseWrapper) -> Any:
-        raise NotImplementedError
-
-
-class Insert(PerDatabase, Generic[M]):
-    """``obj.save(force_insert=True)`` / ``bulk_create(objs)`` without compiling an insert
-    per call: one ``INSERT ... VALUES`` for all ``objs``. Values are prepared as the ORM
-    prepares them (``pre_save`` then ``get_db_prep_save``); an auto primary key is left to
-    the database and not read back, so use it where nothing needs that key.
-
-    ``values`` takes the rows as plain ``{attname: value}`` mappings instead, for rows
-    nothing reads back: no model instance is built for them (``Model.__init__`` costs more
-    than preparing its values)."""
-
-    def __init__(self, model: type[M]) -> None:
-        super().__init__()
-        self.model = model
-
-    def build(self, connection: BaseDatabaseWrapper) -> tuple[str, list[Field], list[Callable[[Any], Any]]]:
-        quote = connection.ops.quote_name
-        meta = self.model._meta
-        fields = [field for field in meta.local_concrete_fields if field is not meta.auto_field]
-        columns = ", ".join(quote(field.column) for field in fields)
-        prepare = [preparer(field, connection) for field in fields]
-        return f"INSERT INTO {quote(meta.db_table)} ({columns}) VALUES ", fields, prepare
-
-    def rows(self, objs: Sequence[M]) -> None:
-        if not objs:
-            return
-        alias = router.db_for_write(self.model)
-        _, fields, prepare = self.built(alias)
-        params = []
-        for obj in objs:
-            params.extend(prep(field.pre_save(obj, True)) for field, prep in zip(fields, prepare, strict=True))
-            obj._state.adding = False
-            obj._state.db = alias
-        self._execute(alias, len(objs), params)
-
-    def values(self, rows: Sequence[Mapping[str, Any]]) -> None:
-        """Insert rows given by attname (``entry_id``, not ``entry``). Every column but an
-        auto primary key must be given: nothing is filled in (no defaults, no ``auto_now``)."""
-        if not rows:
-            return
-        alias = router.db_for_write(self.model)
-        _, fields, prepare = self.built(alias)
-        params = []
-        for row in rows:
-            params.extend(prep(row[field.attname]) for field, prep in zip(fields, prepare, strict=True))
-        self._execute(alias, len(rows), params)
-
-    def _execute(self, alias: str, count: int, params: list[Any]) -> None:
-        head, fields, _ = self.built(alias)
-        one = "(" + ", ".join(["%s"] * len(fields)) + ")"
-        run(connections[alias], head + ", ".join([one] * count), params, nothing)
-
-
-class UpdateRow(PerDatabase, Generic[M]):
-    """``Model.objects.filter(k1=..., k2=...).update(every other concrete field from obj)``,
-    built once; returns the number of rows changed."""
-
-    def __init__(self, model: type[M], keys: Sequence[str]) -> None:
-        super().__init__()
-        self.model = model
-        self.keys = list(keys)
-
-    def build(
-        self, connection: BaseDatabaseWrapper
-    ) -> tuple[str, list[Field], list[Callable[[Any], Any]], list[Field]]:
-        quote = connection.ops.quote_name
-        meta = self.model._meta
-        key_fields = [meta.get_field(name) for name in self.keys]
-        fields = [field for field in meta.concrete_fields if field not in key_fields and not field.primary_key]
-        assignments = ", ".join(f"{quote(field.column)} = %s" for field in fields)
-        where = " AND ".join(f"{quote(field.column)} = %s" for field in key_fields)
-        prepare = [preparer(field, connection) for field in fields]
-        return f"UPDATE {quote(meta.db_table)} SET {assignments} WHERE {where}", fields, prepare, key_fields
-
-    def row(self, obj: M) -> int:
-        alias = router.db_for_write(self.model)
-        connection = connections[alias]
-        sql, fields, prepare, key_fields = self.built(alias)
-        params = [prep(getattr(obj, field.attname)) for field, prep in zip(fields, prepare, strict=True)]
-        params += [field.get_db_prep_value(getattr(obj, field.attname), connection) for field in key_fields]
-        return run(connection, sql, params, rowcount)

@@ -2,18 +2,18 @@
 
 ``notebook.selectors.entry_search`` sends one to three statements per page. Compiled
 through the ORM on every call (filters, joins, ordering, then a model instance per row
-with its signals), they cost several times what the database spends answering them:
-a search page cost about ten gets. ``SearchStatements`` renders each statement once
-per database alias and *shape* (which filters it has: a cursor, an upper bound, a tag,
-a related agent, a writer, how a query narrows it, whether the search columns are
-read), from the models' metadata and the backend's own operations (quoting, the
-``contains`` lookup's LIKE with its escaping, or on SQLite ``StrIndex``'s INSTR, ``CAST``,
-``SUBSTR``), as the text the ORM sends for the same filters, so that the plans checked with
-EXPLAIN stay what they were (docs/data.md).
+with its signals), they cost more than the database spends answering them.
+``SearchStatements`` renders each statement once per database alias and *shape* (which
+filters it has: a cursor, an upper bound, a tag, a related agent, a writer, how a query
+narrows it, whether the search columns are read), from the models' metadata and the
+backend's own operations (quoting, the ``contains`` lookup's LIKE with its escaping, or on
+SQLite ``StrIndex``'s INSTR, ``CAST``, ``SUBSTR``), as the text the ORM sends for the same
+filters, so that the plans checked with EXPLAIN stay what they were (docs/data.md).
 Values are always parameters, prepared by their fields' ``get_db_prep_value``; only
 LIMIT and OFFSET, integers chosen by the code, are written into the text, as the ORM
 writes them. Rows become ``Entry`` instances as the queryset made them (deferred
-columns, the ``excerpt`` annotation), only cheaper (``notebook.rows.ModelColumns``).
+columns, the ``excerpt`` annotation), only cheaper (``notebook.sql.converters.ModelColumns``).
+``notebook.orm.search_candidates`` is the same statement as a queryset (``CODEX_FAST_PATH=0``).
 """
 
 import uuid
@@ -30,41 +30,12 @@ from django.db.models.sql import Query
 
 from notebook.limits import EXCERPT_CHARS
 from notebook.models import Entry, EntryRelatedAgent, EntryRevision, EntryTag
-from notebook.rows import ModelColumns, PerDatabase, fetchall, run
+from notebook.prefilters import LIKE, NEVER_READ, SEARCH_COLUMNS, SQLITE_TRIGRAM_MATCH, TRIGRAM, sqlite_trigram_params
+from notebook.sql.cache import PerDatabase
+from notebook.sql.converters import ModelColumns
+from notebook.sql.driver import fetchall, run
 from notebook.writers import APPLICATION
 
-# How a query narrows a statement's candidates (``Shape.query``): each gives the entries
-# whose title, content or tags' joined text holds the normalized query, which are exactly the
-# matches unless the query holds the tags' separator (it may then span two tags, and
-# ``selectors._matches`` narrows them; ``selectors._narrowed_exactly``).
-LIKE = "like"  # a substring test of each searched column, row by row along the walk (LIKE; SQLite: INSTR)
-TRIGRAM = "trigram"  # by the trigram index: SQLite's FTS5 table; PostgreSQL's GIN indexes serve the LIKE itself
-
-# SQLite: the ids of entries that hold a normalized query, by the FTS5 trigram table
-# (migration 0002), whose row matches the query as a phrase, and among the fewer than 32
-# entries still waiting for their batch (migration 0007), by INSTR. Its parameters:
-# ``sqlite_trigram_params``.
-SQLITE_TRIGRAM_MATCH = (
-    "SELECT k.entry_id FROM notebook_entry_trigram_key k WHERE k.rowid IN "
-    "(SELECT rowid FROM notebook_entry_trigram WHERE notebook_entry_trigram MATCH %s)"
-    " UNION ALL "
-    "SELECT k.entry_id FROM notebook_entry_trigram_key k INNER JOIN notebook_entry e ON e.id = k.entry_id"
-    " WHERE k.rowid > (SELECT indexed FROM notebook_entry_trigram_state)"
-    " AND (INSTR(e.search_title, %s) > 0 OR INSTR(e.search_content, %s) > 0 OR INSTR(e.search_tags_text, %s) > 0)"
-)
-
-
-def sqlite_trigram_params(normalized_query: str) -> list[str]:
-    """``SQLITE_TRIGRAM_MATCH``'s parameters: the FTS5 phrase (its consecutive trigrams, a
-    substring), then the query for each INSTR."""
-    return ['"' + normalized_query.replace('"', '""') + '"'] + [normalized_query] * 3
-
-
-# Never read by a search: the full content (only its excerpt is), the provenance, and the
-# tags' joined text, which only the trigram index reads.
-_NEVER_READ = ("content", "provenance", "search_tags_text")
-# Read only to test a query exactly (``selectors._matches``).
-SEARCH_COLUMNS = ("search_title", "search_content", "search_tags")
 # Searched by a query's LIKE, each on its own (a match never spans two fields).
 _LIKE_COLUMNS = ("search_title", "search_content", "search_tags_text")
 
@@ -82,7 +53,7 @@ class Shape:
     search_columns: bool = False  # read the search columns (a query is tested exactly)
 
 
-class _Database:
+class _SearchSQL:
     """What every statement for one database shares, and its statements by shape."""
 
     def __init__(self, connection: BaseDatabaseWrapper) -> None:
@@ -134,7 +105,7 @@ class _Database:
                 [
                     field.name
                     for field in Entry._meta.concrete_fields
-                    if field.name not in _NEVER_READ and (search_columns or field.name not in SEARCH_COLUMNS)
+                    if field.name not in NEVER_READ and (search_columns or field.name not in SEARCH_COLUMNS)
                 ],
             )
             for search_columns in (False, True)
@@ -237,10 +208,10 @@ class _Database:
 class SearchStatements(PerDatabase):
     """The candidate statements of ``notebook.selectors``, rendered once per database and shape."""
 
-    def build(self, connection: BaseDatabaseWrapper) -> _Database:
-        return _Database(connection)
+    def build(self, connection: BaseDatabaseWrapper) -> _SearchSQL:
+        return _SearchSQL(connection)
 
-    def _statement(self, database: _Database, shape: Shape) -> tuple[str, tuple[str, ...], ModelColumns[Entry]]:
+    def _statement(self, database: _SearchSQL, shape: Shape) -> tuple[str, tuple[str, ...], ModelColumns[Entry]]:
         built = database.statements.get(shape)
         if built is None:
             built = database.statements[shape] = database.render(shape)
@@ -322,7 +293,7 @@ class SearchStatements(PerDatabase):
 
     @staticmethod
     def _values(
-        database: _Database,
+        database: _SearchSQL,
         connection: BaseDatabaseWrapper,
         codex_id: int,
         after: uuid.UUID | None,
@@ -344,7 +315,7 @@ class SearchStatements(PerDatabase):
         return values
 
     @staticmethod
-    def _params(database: _Database, names: Sequence[str], values: dict[str, Any]) -> list[Any]:
+    def _params(database: _SearchSQL, names: Sequence[str], values: dict[str, Any]) -> list[Any]:
         params: list[Any] = []
         for name in names:
             if name in ("excerpt", "trigram"):
@@ -355,7 +326,7 @@ class SearchStatements(PerDatabase):
 
 
 def _entries(
-    rows: Sequence[Sequence[Any]], columns: ModelColumns[Entry], database: _Database, connection: BaseDatabaseWrapper
+    rows: Sequence[Sequence[Any]], columns: ModelColumns[Entry], database: _SearchSQL, connection: BaseDatabaseWrapper
 ) -> list[Entry]:
     """The rows as instances with their ``excerpt`` annotation, as the queryset made them."""
     direct = columns.loads_directly()

@@ -1,0 +1,170 @@
+"""The bearer-token check of the MCP resource (contract 8): the one place a presented access
+token is read and judged. ``mcp_endpoint.auth`` calls it; it writes nothing.
+
+Tokens are django-oauth-toolkit access tokens, looked up by the SHA-256 checksum DOT keeps
+(the token itself may be redacted at rest), with one query that brings the user, the user's
+codex and the application along. A token is accepted only if it exists, has not expired
+(DOT's ``AccessToken.is_expired``), is bound to exactly this server's resource, belongs to
+an active user, and holds the scopes asked for (DOT's ``AccessToken.allow_scopes``).
+DOT's own ``allows_audience`` is not used: it lets a token without a resource through,
+where contract 8 accepts only a token bound to this server. Nothing is cached between
+calls, so revocation, expiry or a deactivated user take effect on the very next call.
+
+The query has two versions, like the notebook's (``notebook.store``): SQL built once per
+database (``notebook.sql``: the ORM spent more time compiling this three-join query on every
+call than the database spent answering it) and, with ``CODEX_FAST_PATH=0``, the queryset.
+"""
+
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.db import connections, router
+from django.db.backends.base.base import BaseDatabaseWrapper
+from oauth2_provider.models import get_access_token_model
+
+from notebook.sql.cache import PerDatabase
+from notebook.sql.converters import ModelColumns
+from notebook.sql.driver import fetchone, run
+
+
+class TokenRejected(Exception):
+    """The bearer token cannot be used here (HTTP 401); ``description`` is safe to show."""
+
+    def __init__(self, description: str) -> None:
+        super().__init__(description)
+        self.description = description
+
+
+class ScopesMissing(Exception):
+    """The token is valid but lacks scopes the call needs (HTTP 403 insufficient_scope)."""
+
+    def __init__(self, missing: list[str]) -> None:
+        super().__init__(" ".join(missing))
+        self.missing = missing
+
+
+@dataclass(frozen=True)
+class TokenGrant:
+    """What a valid token grants: whose codex, which scopes, and the OAuth application it
+    was issued to (recorded as the writer of what the call saves or updates)."""
+
+    token_checksum: str
+    user: AbstractBaseUser
+    scopes: frozenset[str]
+    application_id: int | None = None
+    client_id: str = ""
+    application_name: str = ""
+
+
+def token_checksum(raw_token: str) -> str:
+    return hashlib.sha256(raw_token.encode("utf-8")).hexdigest()
+
+
+class _TokenQuery(PerDatabase):
+    """The check's one query as SQL: the token's expiry, scopes and resource, its user, the
+    user's codex and the application's id, client_id and name, in one statement, built from
+    the models' metadata (so swapped models and quoting still hold). Values go through the
+    converters the ORM applies, and rows become instances as ``select_related`` makes them."""
+
+    def build(self, connection: BaseDatabaseWrapper) -> dict[str, Any]:
+        quote = connection.ops.quote_name
+        AccessToken = get_access_token_model()
+        user_link = AccessToken._meta.get_field("user")
+        application_link = AccessToken._meta.get_field("application")
+        User, Application = user_link.related_model, application_link.related_model
+        codex_link = User._meta.get_field("codex")  # the reverse one-to-one
+        Codex = codex_link.related_model
+        token = ModelColumns(AccessToken, "t", connection, ("id", "expires", "scope", "resource"))
+        # Only what the check and the tool call use: the user's key and whether it is active,
+        # the codex's key, owner and entry count (a search's walk window is sized by it). The
+        # instances defer the rest (read on access, as ``only()`` would).
+        user_columns = [
+            field.name for field in User._meta.concrete_fields if field.primary_key or field.name == "is_active"
+        ]
+        user = ModelColumns(User, "u", connection, user_columns)
+        codex = ModelColumns(Codex, "c", connection, ("id", codex_link.field.name, "entry_count"))
+        application = ModelColumns(Application, "a", connection, ("id", "client_id", "name"))
+        columns = token.sql + user.sql + codex.sql + application.sql
+        sql = (
+            f"SELECT {', '.join(columns)} FROM {quote(AccessToken._meta.db_table)} t"
+            f" LEFT JOIN {quote(User._meta.db_table)} u"
+            f" ON u.{quote(User._meta.pk.column)} = t.{quote(user_link.column)}"
+            f" LEFT JOIN {quote(Codex._meta.db_table)} c"
+            f" ON c.{quote(codex_link.field.column)} = u.{quote(codex_link.field.target_field.column)}"
+            f" LEFT JOIN {quote(Application._meta.db_table)} a"
+            f" ON a.{quote(Application._meta.pk.column)} = t.{quote(application_link.column)}"
+            f" WHERE t.{quote(AccessToken._meta.get_field('token_checksum').column)} = %s"
+        )
+        return {"sql": sql, "parts": (token, user, codex, application), "codex_link": codex_link}
+
+    def fetch(self, checksum: str) -> Any:
+        """The token with its user (and the user's codex) and application, or None."""
+        alias = router.db_for_read(get_access_token_model())
+        built = self.built(alias)
+        connection = connections[alias]
+        row = run(connection, built["sql"], [checksum], fetchone)
+        if row is None:
+            return None
+        instances = []
+        start = 0
+        for part in built["parts"]:
+            instances.append(part.instance(row[start : start + len(part)], connection))
+            start += len(part)
+        token, user, codex, application = instances
+        codex_link = built["codex_link"]
+        if user is not None:
+            if codex is not None:
+                codex_link.field.set_cached_value(codex, user)
+            # As select_related does: a user without a codex answers user.codex without a query.
+            codex_link.set_cached_value(user, codex)
+        token_fields = type(token)._meta
+        token_fields.get_field("user").set_cached_value(token, user)
+        token_fields.get_field("application").set_cached_value(token, application)
+        return token
+
+
+_TOKEN_QUERY = _TokenQuery()
+
+
+def _read_token(checksum: str) -> Any:
+    if settings.CODEX_FAST_PATH:
+        return _TOKEN_QUERY.fetch(checksum)
+    return (
+        get_access_token_model()
+        .objects.select_related("user__codex", "application")
+        .filter(token_checksum=checksum)
+        .first()
+    )
+
+
+def check_access_token(checksum: str, scopes: Iterable[str] = ()) -> TokenGrant:
+    """Re-read the token from the database (one query) and check it, then the scopes the call
+    needs: raise ``TokenRejected`` or ``ScopesMissing``, or return what the token grants."""
+    token = _read_token(checksum)
+    if token is None:
+        # Unknown and revoked look the same: DOT deletes revoked access tokens.
+        raise TokenRejected("The access token is not recognized or has been revoked")
+    if token.is_expired():
+        raise TokenRejected("The access token has expired")
+    if token.resource != [settings.CODEX_RESOURCE_URL]:
+        raise TokenRejected(f"The access token was not issued for {settings.CODEX_RESOURCE_URL}")
+    user = token.user
+    if user is None or not user.is_active:
+        raise TokenRejected("The access token's user cannot use this server")
+    needed = list(scopes)
+    if not token.allow_scopes(needed):
+        held = set(token.scope.split())
+        raise ScopesMissing([scope for scope in dict.fromkeys(needed) if scope not in held])
+    application = token.application
+    return TokenGrant(
+        token_checksum=checksum,
+        user=user,
+        scopes=frozenset(token.scope.split()),
+        application_id=application.pk if application is not None else None,
+        client_id=application.client_id if application is not None else "",
+        application_name=application.name if application is not None else "",
+    )

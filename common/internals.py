@@ -1,0 +1,208 @@
+"""The register of every use of a Django, django-oauth-toolkit (DOT) or MCP SDK name outside its
+documented API: what is used, where, why, and the library versions it was checked against.
+
+The first release that changes one of these can break the product without an error at
+import time, so ``tests/test_internals.py`` fails when the installed version of a library
+is not one listed in ``CHECKED`` (and when an entry's files no longer hold its name). On an
+upgrade: re-read each entry of that library in the new release (its ``where`` files show
+how the name is used), fix what changed, then add the version to ``CHECKED``.
+
+To add a use: append an ``Internal`` to ``REGISTER`` (``needle`` is a string each of its
+``where`` files must contain, so the entry cannot outlive the code).
+"""
+
+from dataclasses import dataclass
+
+DJANGO = "django"
+DOT = "django-oauth-toolkit"
+MCP = "mcp"
+
+# The installed versions each library's entries were last read against (distribution names).
+CHECKED: dict[str, frozenset[str]] = {
+    DJANGO: frozenset({"5.2.19"}),
+    DOT: frozenset({"3.4.1"}),
+    MCP: frozenset({"2.3.0"}),
+}
+
+
+@dataclass(frozen=True)
+class Internal:
+    library: str  # DJANGO, DOT or MCP
+    what: str  # the names used
+    where: tuple[str, ...]  # files (from the repository's root) that use them
+    needle: str  # a string each of those files holds where it uses them
+    why: str
+
+
+REGISTER: tuple[Internal, ...] = (
+    # --- Django: the fast path's driver call (notebook.sql.driver) -------------------------------
+    Internal(
+        DJANGO,
+        "django.db.backends.sqlite3.base.FORMAT_QMARK_REGEX",
+        ("notebook/sql/driver.py",),
+        "FORMAT_QMARK_REGEX",
+        "a statement in the driver's qmark style, converted exactly as SQLiteCursorWrapper.convert_query does",
+    ),
+    Internal(
+        DJANGO,
+        "BaseDatabaseWrapper.close_if_health_check_failed, validate_thread_sharing, "
+        "validate_no_broken_transaction, wrap_database_errors, .connection (the driver's connection)",
+        ("notebook/sql/driver.py",),
+        "wrap_database_errors",
+        "the checks and error wrapping Django's cursor makes, kept when a statement bypasses its cursor layers",
+    ),
+    Internal(
+        DJANGO,
+        "BaseDatabaseWrapper.execute_wrappers, queries_logged",
+        ("notebook/sql/driver.py", "notebook/transactions.py"),
+        "execute_wrappers",
+        "whether anything watches the statements (assertNumQueries, DEBUG's log): then Django's own cursor is used",
+    ),
+    # --- Django: model instances and values (notebook.sql.converters, statements) --------------
+    Internal(
+        DJANGO,
+        "Model.__new__ with a hand-made django.db.models.base.ModelState (_state.adding, _state.db)",
+        ("notebook/sql/converters.py", "notebook/sql/statements.py"),
+        "_state",
+        "instances made as Model.from_db / Model.__init__ make them, without __init__'s per-field walk",
+    ),
+    Internal(
+        DJANGO,
+        "identity checks on methods: JSONField.from_db_value, DatabaseOperations.convert_datetimefield_value, "
+        "BaseDatabaseOperations.adapt_integerfield_value / adapt_json_value / validate_autopk_value, "
+        "SQLite's adapt_datetimefield_value, Model.from_db, Model.__init__",
+        ("notebook/sql/converters.py",),
+        "__func__",
+        "a cheaper converter or preparer is used only where Django's own method is the one in place",
+    ),
+    Internal(
+        DJANGO,
+        "connection.ops.get_db_converters(expression) + expression.get_db_converters(connection), "
+        "in SQLCompiler.get_converters' order; connection.timezone",
+        ("notebook/sql/converters.py", "notebook/sql/search.py"),
+        "get_db_converters",
+        "results converted exactly as the ORM converts them",
+    ),
+    Internal(
+        DJANGO,
+        "Query(model).get_compiler(connection=...).compile(expression.resolve_expression(query))",
+        ("notebook/sql/search.py",),
+        "get_compiler",
+        "the SQL of CAST, SUBSTR and INSTR as the ORM writes them, rendered once per database",
+    ),
+    Internal(
+        DJANGO,
+        "connection.ops.lookup_cast, connection.operators['contains'], connection.ops.prep_for_like_query",
+        ("notebook/sql/search.py",),
+        "lookup_cast",
+        "the contains lookup's LIKE with its escaping, as the ORM writes it (PostgreSQL's trigram indexes serve it)",
+    ),
+    Internal(
+        DJANGO,
+        "Field.set_cached_value (FieldCacheMixin) on forward and reverse one-to-one/foreign keys",
+        ("authserver/token_check.py",),
+        "set_cached_value",
+        "the token's user, codex and application cached on the instances as select_related caches them",
+    ),
+    # --- Django: the SQLite write connection (notebook.sqlite, notebook.transactions) ----------
+    Internal(
+        DJANGO,
+        "BaseDatabaseWrapper.inc_thread_sharing",
+        ("notebook/sqlite/files.py",),
+        "inc_thread_sharing",
+        "one write connection per database file, used by whichever thread holds the write queue",
+    ),
+    Internal(
+        DJANGO,
+        "connections[using] = ... (ConnectionHandler.__setitem__), BaseDatabaseWrapper.in_atomic_block",
+        ("notebook/transactions.py",),
+        "connections[using] = file.connection",
+        "the thread's handle swapped for the write connection for one transaction, then put back",
+    ),
+    Internal(
+        DJANGO,
+        "django.db.migrations.recorder.MigrationRecorder",
+        ("notebook/sqlite/triggers.py",),
+        "MigrationRecorder",
+        "the trigger check looks only at databases where migration 0007 is applied",
+    ),
+    # --- Django: responses ----------------------------------------------------------------------
+    Internal(
+        DJANGO,
+        "HttpResponse._has_been_logged",
+        ("codex_site/middleware.py",),
+        "_has_been_logged",
+        "a 503 logged in one line already is not logged again at ERROR by django.utils.log.log_response",
+    ),
+    # --- django-oauth-toolkit -------------------------------------------------------------------
+    Internal(
+        DOT,
+        "oauth2_provider.cimd._validate_client_id_url, SafeMetadataFetcher._read_document",
+        ("authserver/cimd_loopback.py",),
+        "_validate_client_id_url",
+        "a loopback metadata document (debug and tests) passes exactly the checks a public one does",
+    ),
+    Internal(
+        DOT,
+        "OAuth2Validator._check_and_set_request_resource (overridden)",
+        ("authserver/validators.py",),
+        "_check_and_set_request_resource",
+        "a missing resource is pinned to this server's and any other refused (invalid_target)",
+    ),
+    Internal(
+        DOT,
+        "the AccessToken table's columns (token_checksum, expires, scope, resource, user, application) "
+        "read by hand-built SQL",
+        ("authserver/token_check.py",),
+        "token_checksum",
+        "the token check's one query, built from the models' metadata (the queryset is the fallback)",
+    ),
+    # --- MCP SDK ---------------------------------------------------------------------------------
+    Internal(
+        MCP,
+        "Server(get_tool_input_schema=...) and mcp.shared.inbound.x_mcp_header_map",
+        ("mcp_endpoint/server.py",),
+        "x_mcp_header_map",
+        "the Mcp-Param-* header check skipped for schemas without annotations (the same answer, no walks)",
+    ),
+    Internal(
+        MCP,
+        "a tools/call handler returning the result's wire-form dict, not a CallToolResult",
+        ("mcp_endpoint/results.py",),
+        "_RESULT",
+        "the SDK validates the dict against the version's result schema, without dumping a model first",
+    ),
+    Internal(
+        MCP,
+        "mcp_types.version.HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS; "
+        "mcp.shared.inbound.classify_inbound_request's answer to an unknown version",
+        ("mcp_endpoint/versions.py",),
+        "HANDSHAKE_PROTOCOL_VERSIONS",
+        "the versions the endpoint documents are served, and others refused with the SDK's own error shape",
+    ),
+    Internal(
+        MCP,
+        "StreamableHTTPSessionManager(stateless=True, json_response=True) answers a POST with one "
+        "http.response.start and its body, after the handler ran",
+        ("mcp_endpoint/http.py",),
+        "send_answer",
+        "the guard holds the answer to a single tool call until it is whole, to turn a refusal into HTTP 401/403/503",
+    ),
+    # --- Django: request connections closed when the request ends (codex_site.request_connections)
+    Internal(
+        DJANGO,
+        "ConnectionHandler.all(initialized_only=True); request_finished's sender being the handler "
+        "class (django.core.handlers.asgi.ASGIHandler)",
+        ("codex_site/request_connections.py",),
+        "initialized_only",
+        "close the connections a page or OAuth request opened, in its own thread, without opening new ones",
+    ),
+    # --- Django: tests only ----------------------------------------------------------------------
+    Internal(
+        DJANGO,
+        "django.contrib.staticfiles.handlers.ASGIStaticFilesHandler",
+        ("tests/live.py",),
+        "ASGIStaticFilesHandler",
+        "a live test server that serves the admin's static files from the finders, as runserver does",
+    ),
+)

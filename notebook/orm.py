@@ -1,0 +1,141 @@
+"""The plain Django ORM versions of the statements on the hot path (``CODEX_FAST_PATH=0``).
+
+Each function here gives what its fast twin in ``notebook.sql`` gives, with querysets
+compiled per call: ``notebook.store`` picks one or the other, and the equivalence tests
+(tests/test_fast_path_equivalence.py) hold the two to the same answers. The search's
+candidates are also where the person's newest-first pages get theirs
+(``selectors._recent_candidates``), so the search's filters are written once as a queryset.
+"""
+
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from django.db import connection
+from django.db.models import BigIntegerField, Exists, F, Model, OuterRef, Q, QuerySet, Value
+from django.db.models.expressions import RawSQL
+from django.db.models.functions import Cast, StrIndex, Substr
+from django.db.models.lookups import GreaterThan
+
+from notebook.limits import EXCERPT_CHARS
+from notebook.models import Codex, Entry, EntryRelatedAgent, EntryRevision, EntryTag
+from notebook.prefilters import NEVER_READ, SEARCH_COLUMNS, SQLITE_TRIGRAM_MATCH, TRIGRAM, sqlite_trigram_params
+from notebook.writers import APPLICATION
+
+
+def entry_by_id(codex_id: int, entry_id: uuid.UUID, *, lock: bool = False) -> Entry | None:
+    entries = Entry.objects.select_for_update() if lock else Entry.objects
+    return entries.filter(codex_id=codex_id, pk=entry_id).first()
+
+
+def insert_entry(entry: Entry) -> None:
+    entry.save(force_insert=True)
+
+
+def insert_rows(model: type[Model], rows: Sequence[Mapping[str, Any]]) -> None:
+    if rows:
+        model.objects.bulk_create([model(**row) for row in rows])
+
+
+def update_entry(entry: Entry) -> int:
+    """Every field but the keys, in an UPDATE that names the codex."""
+    values = {
+        field.attname: getattr(entry, field.attname)
+        for field in Entry._meta.concrete_fields
+        if field.attname not in ("id", "codex_id")
+    }
+    return Entry.objects.filter(codex_id=entry.codex_id, pk=entry.pk).update(**values)
+
+
+def charge(*, codex_id: int, entries: int, stored_bytes: int, stored_upto: int, entries_upto: int) -> int | None:
+    """``notebook.sql.usage.ChargeUsage.charge`` as an update and a read of the new number
+    (the update holds the codex row's lock, so the read sees this write's number)."""
+    charged = Codex.objects.filter(pk=codex_id, stored_bytes__lte=stored_upto, entry_count__lte=entries_upto).update(
+        entry_count=F("entry_count") + entries,
+        stored_bytes=F("stored_bytes") + stored_bytes,
+        last_write_seq=F("last_write_seq") + 1,
+    )
+    if not charged:
+        return None
+    return Codex.objects.filter(pk=codex_id).values_list("last_write_seq", flat=True).get()
+
+
+def candidates(
+    codex_id: int,
+    *,
+    after: uuid.UUID | None = None,
+    upto: uuid.UUID | None = None,
+    tag: str | None = None,
+    agent: str | None = None,
+    written_by: str | None = None,
+    query: str = "",
+    prefilter: str | None = None,
+    search_columns: bool = False,
+) -> tuple[QuerySet[Entry], str]:
+    """A codex's entries with the search's filters (see ``search_candidates``), not yet
+    ordered, and the column that orders them in id order (a tag's or agent's index walks
+    its own entry column)."""
+    # The codex id typed bigint, like the column (the trigram indexes' btree_gin column).
+    found = Entry.objects.filter(codex_id=Cast(Value(codex_id), BigIntegerField()))
+    if after is not None:
+        found = found.filter(id__gt=after)
+    if upto is not None:
+        found = found.filter(id__lte=upto)
+    order = "id"
+    for relation, value in [("related_agent_rows", agent), ("tag_rows", tag)]:
+        if value is not None:
+            # Each index row bounded on its own codex and entry columns, in one join.
+            bounds = {f"{relation}__codex_id": codex_id, f"{relation}__value": value}
+            if after is not None:
+                bounds[f"{relation}__entry_id__gt"] = after
+            if upto is not None:
+                bounds[f"{relation}__entry_id__lte"] = upto
+            found = found.filter(**bounds)
+            order = f"{relation}__entry_id"
+    if written_by is not None:
+        revisions = EntryRevision.objects.filter(writer_kind=APPLICATION, writer_client_id=written_by)
+        found = found.filter(Exists(revisions.filter(codex_id=codex_id, entry=OuterRef("pk"))))
+    if prefilter == TRIGRAM and connection.vendor == "sqlite":
+        found = found.filter(id__in=RawSQL(SQLITE_TRIGRAM_MATCH, sqlite_trigram_params(query)))
+    elif prefilter is not None and connection.vendor == "sqlite":
+        # INSTR, as the fast path tests a substring along the walk.
+        found = found.filter(
+            GreaterThan(StrIndex("search_title", Value(query)), 0)
+            | GreaterThan(StrIndex("search_content", Value(query)), 0)
+            | GreaterThan(StrIndex("search_tags_text", Value(query)), 0)
+        )
+    elif prefilter is not None:
+        # Django escapes %, _ and \ in ``contains``; pg_trgm's GIN indexes serve it.
+        found = found.filter(
+            Q(search_title__contains=query) | Q(search_content__contains=query) | Q(search_tags_text__contains=query)
+        )
+    deferred = list(NEVER_READ)
+    if not search_columns:
+        deferred += SEARCH_COLUMNS
+    return found.defer(*deferred).annotate(excerpt=Substr("content", 1, EXCERPT_CHARS)), order
+
+
+def search_candidates(codex_id: int, *, limit: int, **filters: Any) -> list[Entry]:
+    """``notebook.sql.search.SearchStatements.candidates`` as a queryset: the first ``limit``
+    entries of the codex in id order after ``after``, up to ``upto``, with ``tag``, ``agent``
+    and a revision written by ``written_by``, narrowed by ``query`` as ``prefilter`` says."""
+    found, order = candidates(codex_id, **filters)
+    return list(found.order_by(order)[:limit])
+
+
+def search_window_end(
+    codex_id: int, *, offset: int, after: uuid.UUID | None = None, tag: str | None = None, agent: str | None = None
+) -> uuid.UUID | None:
+    """``SearchStatements.window_end`` as a queryset: the id ``offset`` places after ``after``
+    (by tag, or else by agent, read from that index alone), or None when none follows it."""
+    rows: QuerySet[Any] = Entry.objects.filter(codex_id=codex_id)
+    column = "id"
+    for model, value in [(EntryTag, tag), (EntryRelatedAgent, agent)]:
+        if value is not None:
+            rows = model.objects.filter(codex_id=codex_id, value=value)
+            column = "entry_id"
+            break
+    if after is not None:
+        rows = rows.filter(**{f"{column}__gt": after})
+    ends = list(rows.order_by(column).values_list(column, flat=True)[offset : offset + 2])
+    return ends[0] if len(ends) == 2 else None

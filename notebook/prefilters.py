@@ -1,0 +1,36 @@
+"""What both ways of sending a search's statements share (``notebook.sql.search``, the fast
+path, and ``notebook.orm``, the plain ORM): how a query narrows the candidates, which
+columns a search reads, and SQLite's trigram match (migrations 0002 and 0007)."""
+
+# How a query narrows a statement's candidates (``Shape.query``): each gives the entries
+# whose title, content or tags' joined text holds the normalized query, which are exactly the
+# matches unless the query holds the tags' separator (it may then span two tags, and
+# ``selectors._matches`` narrows them; ``selectors._narrowed_exactly``).
+LIKE = "like"  # a substring test of each searched column, row by row along the walk (LIKE; SQLite: INSTR)
+TRIGRAM = "trigram"  # by the trigram index: SQLite's FTS5 table; PostgreSQL's GIN indexes serve the LIKE itself
+
+# SQLite: the ids of entries that hold a normalized query, by the FTS5 trigram table
+# (migration 0002), whose row matches the query as a phrase, and among the fewer than 32
+# entries still waiting for their batch (migration 0007), by INSTR. Its parameters:
+# ``sqlite_trigram_params``.
+SQLITE_TRIGRAM_MATCH = (
+    "SELECT k.entry_id FROM notebook_entry_trigram_key k WHERE k.rowid IN "
+    "(SELECT rowid FROM notebook_entry_trigram WHERE notebook_entry_trigram MATCH %s)"
+    " UNION ALL "
+    "SELECT k.entry_id FROM notebook_entry_trigram_key k INNER JOIN notebook_entry e ON e.id = k.entry_id"
+    " WHERE k.rowid > (SELECT indexed FROM notebook_entry_trigram_state)"
+    " AND (INSTR(e.search_title, %s) > 0 OR INSTR(e.search_content, %s) > 0 OR INSTR(e.search_tags_text, %s) > 0)"
+)
+
+
+def sqlite_trigram_params(normalized_query: str) -> list[str]:
+    """``SQLITE_TRIGRAM_MATCH``'s parameters: the FTS5 phrase (its consecutive trigrams, a
+    substring), then the query for each INSTR."""
+    return ['"' + normalized_query.replace('"', '""') + '"'] + [normalized_query] * 3
+
+
+# Never read by a search: the full content (only its excerpt is), the provenance, and the
+# tags' joined text, which only the trigram index reads.
+NEVER_READ = ("content", "provenance", "search_tags_text")
+# Read only to test a query exactly (``selectors._matches``).
+SEARCH_COLUMNS = ("search_title", "search_content", "search_tags")

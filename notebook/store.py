@@ -1,0 +1,90 @@
+"""The one door between the services and selectors and the statements of the hot path.
+
+Each function has two versions that give the same answers: the fast path's statements built
+once per database (``notebook.sql``) and the plain Django ORM's querysets (``notebook.orm``).
+``CODEX_FAST_PATH`` (a setting read once from the environment, on by default) picks the
+fast path; ``CODEX_FAST_PATH=0`` runs every service and selector on the plain ORM, a way
+back should the fast path ever be in doubt (docs/architecture.md). The setting is looked
+up on each call, so that a test can switch it with ``override_settings``.
+"""
+
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Model
+
+from notebook import orm
+from notebook.models import Entry, EntryRelatedAgent, EntryRevision, EntryTag, RequestKey
+from notebook.sql.converters import new_instance
+from notebook.sql.search import SearchStatements
+from notebook.sql.statements import Insert, KeyedRead, UpdateRow
+from notebook.sql.usage import ChargeUsage
+
+# Entry.objects.filter(codex_id=..., pk=...).first(), with and without FOR UPDATE.
+_ENTRY_BY_ID = KeyedRead(Entry, ("codex_id", "id"))
+_ENTRY_FOR_UPDATE = KeyedRead(Entry, ("codex_id", "id"), lock=True)
+# Entry.objects.filter(codex_id=..., pk=...).update(every other field).
+_UPDATE_ENTRY = UpdateRow(Entry, ("codex_id", "id"))
+_INSERT = {model: Insert(model) for model in (Entry, RequestKey, EntryRevision, EntryTag, EntryRelatedAgent)}
+_CHARGE = ChargeUsage()
+# The search's candidate statements, rendered once per database and filter shape.
+SEARCH = SearchStatements()
+
+
+def fast() -> bool:
+    return settings.CODEX_FAST_PATH
+
+
+def entry_by_id(codex_id: int, entry_id: uuid.UUID, *, lock: bool = False) -> Entry | None:
+    """The codex's entry with this id, or None (``lock``: FOR UPDATE where the backend has it)."""
+    if not fast():
+        return orm.entry_by_id(codex_id, entry_id, lock=lock)
+    return (_ENTRY_FOR_UPDATE if lock else _ENTRY_BY_ID).first(codex_id, entry_id)
+
+
+def new_entry(**values: Any) -> Entry:
+    """``Entry(**values)``, unsaved."""
+    return new_instance(Entry, **values) if fast() else Entry(**values)
+
+
+def insert_entry(entry: Entry) -> None:
+    """``entry.save(force_insert=True)``."""
+    if fast():
+        _INSERT[Entry].rows([entry])
+    else:
+        orm.insert_entry(entry)
+
+
+def insert_rows(model: type[Model], rows: Sequence[Mapping[str, Any]]) -> None:
+    """Rows nothing reads back, by attname (every column but an auto key given)."""
+    if fast():
+        _INSERT[model].values(rows)
+    else:
+        orm.insert_rows(model, rows)
+
+
+def update_entry(entry: Entry) -> int:
+    """Write every field of ``entry`` but its keys, in an UPDATE that names its codex."""
+    return _UPDATE_ENTRY.row(entry) if fast() else orm.update_entry(entry)
+
+
+def charge(*, codex_id: int, entries: int, stored_bytes: int, stored_upto: int, entries_upto: int) -> int | None:
+    """Add usage to the codex where it is within the bounds; its new write number, or None."""
+    usage = {"entries": entries, "stored_bytes": stored_bytes, "stored_upto": stored_upto, "entries_upto": entries_upto}
+    return _CHARGE.charge(codex_id=codex_id, **usage) if fast() else orm.charge(codex_id=codex_id, **usage)
+
+
+def search_candidates(codex_id: int, *, limit: int, **filters: Any) -> list[Entry]:
+    """A search page's candidates in id order (``orm.search_candidates`` says which)."""
+    if fast():
+        return SEARCH.candidates(codex_id=codex_id, limit=limit, **filters)
+    return orm.search_candidates(codex_id, limit=limit, **filters)
+
+
+def search_window_end(codex_id: int, *, offset: int, **filters: Any) -> uuid.UUID | None:
+    """Where a query's walk window ends (``orm.search_window_end``)."""
+    if fast():
+        return SEARCH.window_end(codex_id=codex_id, offset=offset, **filters)
+    return orm.search_window_end(codex_id, offset=offset, **filters)
