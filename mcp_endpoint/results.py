@@ -2,6 +2,7 @@
 
 import json
 import logging
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -13,6 +14,7 @@ from pydantic import BaseModel
 
 from codex_site.outage import log_database_unavailable
 from mcp_endpoint.boundary import run_sync
+from mcp_endpoint.calls import ToolCall
 from notebook.exceptions import Internal, NotebookError, Unavailable
 
 logger = logging.getLogger(__name__)
@@ -55,17 +57,25 @@ def error_result(error: NotebookError) -> dict[str, Any]:
     return text_result({"error": {"code": error.code, "message": error.message}}, is_error=True)
 
 
-async def run_tool(name: str, work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    """Run a tool's sync work through the boundary; every failure becomes a tool result."""
+async def run_tool(name: str, work: Callable[[], dict[str, Any]], call: ToolCall | None = None) -> dict[str, Any]:
+    """Run a tool's sync work through the boundary; every failure becomes a tool result.
+    ``call``, when given, logs the call's line with its outcome and duration."""
+    started = time.perf_counter()
+    outcome = "ok"
     try:
-        result = await run_sync(work)
+        result = text_result(await run_sync(work), is_error=False)
     except NotebookError as error:
-        return error_result(error)
+        outcome = error.code
+        result = error_result(error)
     except (OperationalError, InterfaceError) as error:
         log_database_unavailable(logger, name, error)
-        return error_result(Unavailable("The notebook is temporarily unavailable; retry shortly"))
+        outcome = Unavailable.code
+        result = error_result(Unavailable("The notebook is temporarily unavailable; retry shortly"))
     except Exception:  # the tool boundary: nothing escapes to the client
         reference = uuid.uuid4().hex[:12]
         logger.error("tool %s failed (reference %s)", name, reference, exc_info=True)
-        return error_result(Internal(f"Something went wrong on the server (reference {reference})"))
-    return text_result(result, is_error=False)
+        outcome = Internal.code
+        result = error_result(Internal(f"Something went wrong on the server (reference {reference})"))
+    if call is not None:
+        call.log(outcome, time.perf_counter() - started)
+    return result

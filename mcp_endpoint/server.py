@@ -23,6 +23,7 @@ from mcp.shared.inbound import x_mcp_header_map
 
 from mcp_endpoint import auth
 from mcp_endpoint.arguments import check_call, schema_violation
+from mcp_endpoint.calls import ToolCall
 from mcp_endpoint.results import run_tool
 from mcp_endpoint.tools import TOOLS, TOOLS_BY_NAME, Tool
 from mcp_endpoint.versions import SUPPORTED_VERSIONS
@@ -67,7 +68,12 @@ def _grant_for(tool: Tool, call: auth.DeferredCheck | auth.TokenGrant | None) ->
     return grant
 
 
-def _execute(name: str, arguments: dict[str, Any], call: auth.DeferredCheck | auth.TokenGrant | None) -> dict[str, Any]:
+def _execute(
+    name: str,
+    arguments: dict[str, Any],
+    call: auth.DeferredCheck | auth.TokenGrant | None,
+    record: ToolCall | None = None,
+) -> dict[str, Any]:
     """Inside the worker thread (one hop per call): check the token afresh, then run the service."""
     tool = TOOLS_BY_NAME[name]  # check_call has refused unknown names
     # The token first: arguments are judged only for a caller allowed to call the tool.
@@ -80,6 +86,8 @@ def _execute(name: str, arguments: dict[str, Any], call: auth.DeferredCheck | au
     if violation := schema_violation(name, arguments):
         raise InvalidArgument(violation)
     codex = services.codex_for_user(user=grant.user)
+    if record is not None:
+        record.codex_id = codex.pk
     return tool.adapter(codex, arguments, auth.writer_of(grant))
 
 
@@ -92,7 +100,8 @@ async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolR
     scope = request.scope if request is not None else {}
     # The token the HTTP guard left unchecked for us, or the grant it checked (a batch).
     call = scope.get(auth.DEFERRED_SCOPE_KEY) or scope.get(auth.GRANT_SCOPE_KEY)
-    return await run_tool(name, lambda: _execute(name, arguments, call))
+    record = ToolCall(name, ctx.request_id)
+    return await run_tool(name, lambda: _execute(name, arguments, call, record), record)
 
 
 async def list_tools(

@@ -3,6 +3,7 @@ restored database that signs a person in and answers the four tools (both databa
 
 import datetime as dt
 import io
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -96,6 +97,7 @@ def manage(*args: str, environ: dict[str, str], var_dir: Path) -> subprocess.Com
 class BackupAndRestoreTests(TransactionTestCase):
     def setUp(self) -> None:
         self.directory = Path(tempfile.mkdtemp(prefix="codex-backup-"))
+        self.addCleanup(shutil.rmtree, self.directory, ignore_errors=True)
         self.restored_database: str | None = None
 
     def tearDown(self) -> None:

@@ -148,7 +148,7 @@ class TokenChangedBetweenCallsTest(LiveServerTestCase):
 def call_deferred(raw_token: str, name: str, arguments: dict[str, Any]) -> tuple[Any, auth.DeferredCheck]:
     """Run the tools/call handler as the guard leaves a single call: token not yet checked."""
     deferred = auth.DeferredCheck(raw_token=raw_token, tool=name)
-    context = SimpleNamespace(request=SimpleNamespace(scope={auth.DEFERRED_SCOPE_KEY: deferred}))
+    context = SimpleNamespace(request=SimpleNamespace(scope={auth.DEFERRED_SCOPE_KEY: deferred}), request_id=None)
     params = types.CallToolRequestParams(name=name, arguments=arguments)
     result = asyncio.run(mcp_server.call_tool(context, params))
     return types.CallToolResult.model_validate(result), deferred
