@@ -16,8 +16,9 @@ error from the SDK) waits for the guard's own check first. So no answer leaves w
 token check, and a call costs one token query.
 """
 
+import contextlib
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
 
 from django.conf import settings
@@ -33,6 +34,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Message, Receive, Scope, Send
 
+from codex_site import tracing
 from codex_site.origins import origin_allowed
 from codex_site.outage import log_database_unavailable
 from mcp_endpoint import auth, versions
@@ -170,7 +172,8 @@ def _insufficient_scope(names: Iterable[str], missing: Iterable[str]) -> Respons
 async def _check_token(raw_token: str, names: list[str]) -> tuple[Response | None, auth.TokenGrant | None]:
     """The guard's own token and scope check: a refusal, or the grant."""
     try:
-        grant = await run_sync(lambda: auth.check_bearer_token(raw_token))
+        with tracing.span("codex.token_check"):
+            grant = await run_sync(lambda: auth.check_bearer_token(raw_token))
     except auth.TokenRejected as rejected:
         return _auth_error(401, error="invalid_token", description=rejected.description, scopes=ALL_SCOPES), None
     except DatabaseError as error:
@@ -218,6 +221,13 @@ class GuardedMCPApp:
         self.session_manager = session_manager
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not tracing.enabled:
+            await self._serve(scope, receive, send)
+            return
+        with tracing.continuing(request_headers(scope)):
+            await self._serve(scope, receive, send)
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
         response, body = await self._guard(scope, receive)
         if response is not None:
             await response(scope, receive, send)
@@ -323,6 +333,15 @@ async def protected_resource_metadata_view(request: Request) -> Response:
     )
 
 
+@contextlib.asynccontextmanager
+async def _lifespan(session_manager: StreamableHTTPSessionManager) -> AsyncIterator[None]:
+    try:
+        async with session_manager.run():
+            yield
+    finally:
+        tracing.flush()
+
+
 def build_mcp_http_app() -> Starlette:
     """The SDK side of the site: /mcp (stateless, JSON responses) and the resource metadata."""
     server = create_server()
@@ -344,7 +363,7 @@ def build_mcp_http_app() -> Starlette:
         ],
         # CORS for browser-based clients on CODEX_ALLOWED_ORIGINS; preflights need no token.
         middleware=[Middleware(OriginGuardingCORSMiddleware)],
-        lifespan=lambda app: session_manager.run(),
+        lifespan=lambda app: _lifespan(session_manager),
     )
 
 

@@ -21,6 +21,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.inbound import x_mcp_header_map
 
+from codex_site import tracing
 from mcp_endpoint import auth
 from mcp_endpoint.arguments import check_call, schema_violation
 from mcp_endpoint.calls import ToolCall
@@ -77,7 +78,8 @@ def _execute(
     """Inside the worker thread (one hop per call): check the token afresh, then run the service."""
     tool = TOOLS_BY_NAME[name]  # check_call has refused unknown names
     # The token first: arguments are judged only for a caller allowed to call the tool.
-    grant = _grant_for(tool, call)
+    with tracing.span("codex.token_check"):
+        grant = _grant_for(tool, call)
     if retry_after := auth.tool_call_retry_after(grant.token_checksum):
         raise ResourceExhausted(
             f"This access token made more than {settings.CODEX_TOOL_CALLS_PER_MINUTE} tool calls this minute "
@@ -85,10 +87,11 @@ def _execute(
         )
     if violation := schema_violation(name, arguments):
         raise InvalidArgument(violation)
-    codex = services.codex_for_user(user=grant.user)
-    if record is not None:
-        record.codex_id = codex.pk
-    return tool.adapter(codex, arguments, auth.writer_of(grant))
+    with tracing.span("codex.service", {"gen_ai.tool.name": name}):
+        codex = services.codex_for_user(user=grant.user)
+        if record is not None:
+            record.codex_id = codex.pk
+        return tool.adapter(codex, arguments, auth.writer_of(grant))
 
 
 async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> dict[str, Any]:
