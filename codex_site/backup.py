@@ -25,6 +25,7 @@ import re
 import shutil
 import sqlite3
 import subprocess
+import time
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,8 +83,10 @@ def sqlite_backup(source: Path, target: Path) -> Outcome:
     origin = _connect(source)
     copy = _connect(partial)
     try:
+        started = time.monotonic()
         # pages=-1: every page in one step, so one read transaction, so one snapshot.
         origin.backup(copy, pages=-1)
+        copied = time.monotonic()
         copy.execute("PRAGMA journal_mode=DELETE")
         if problems := sqlite_problems(copy):
             raise BackupError(f"the copy failed its integrity check: {'; '.join(problems[:5])}")
@@ -97,7 +100,9 @@ def sqlite_backup(source: Path, target: Path) -> Outcome:
     _fsync(partial)
     os.replace(partial, target)
     _fsync(target.parent)
-    return Outcome(target, target.stat().st_size, "SQLite online backup, integrity_check ok")
+    checked = time.monotonic()
+    detail = f"copied in {copied - started:.1f} s, integrity_check ok in {checked - copied:.1f} s"
+    return Outcome(target, target.stat().st_size, detail)
 
 
 def sqlite_restore(backup: Path, target: Path, *, force: bool) -> Outcome:

@@ -9,6 +9,10 @@ No line carries note content, titles, tags, tokens or cookies: the project's own
 ids, codes and durations only; uvicorn's access lines lose their query strings' values
 (an authorization URL's state, a token someone put in a URL: refused, but logged it would
 still leak); Django logs request paths without query strings.
+
+``AccessLogQueryValues`` relies on the arguments of uvicorn's access-log call (not a
+documented API; uvicorn ``codex_site.tracing.UVICORN_VERSION_CHECKED``): ``tests/test_logs.py``
+fails if a query value reaches the log.
 """
 
 import logging

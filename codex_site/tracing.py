@@ -16,6 +16,15 @@ else from the HTTP headers (``mcp_endpoint.http`` attaches that context). Under 
 ``codex.token_check``, ``codex.service``, and one CLIENT span per SQL statement named by
 its operation (``SELECT``, ``INSERT``...). No span carries an argument, a statement's text
 or parameters, a token or a cookie: ids, names and codes only.
+
+Names outside documented APIs, checked by ``tests/test_tracing.py`` against these versions:
+
+- the MCP SDK's ``mcp.server._otel.OpenTelemetryMiddleware``, which ``Server`` puts in its
+  (provisional) ``middleware`` list by default: the MCP span is its, not ours;
+- Django's ``connection.execute_wrappers``, the list behind the documented
+  ``connection.execute_wrapper()`` context manager: ``statement_span`` is appended to it for
+  the life of each connection (``notebook.transactions`` reads it too);
+- uvicorn's re-raising of the signal that stopped it (hence ``flush`` at the lifespan's end).
 """
 
 import contextlib
@@ -30,6 +39,9 @@ from opentelemetry import propagate, trace
 EXPORTERS = ("otlp", "console")
 ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
 SERVICE_NAME = "agent-codex"
+MCP_VERSION_CHECKED = "2.3.0"
+DJANGO_VERSION_CHECKED = "5.2.19"
+UVICORN_VERSION_CHECKED = "0.54.0"
 
 _tracer = trace.get_tracer("agent-codex")
 _OFF = contextlib.nullcontext()

@@ -17,6 +17,9 @@ from django.db import connection
 
 ROOT = Path(__file__).resolve().parent.parent
 START_SECONDS = 60
+# For people who sign in to a server process: a hasher its default settings know (the test
+# runner's fast one they do not).
+SERVER_HASHERS = ["django.contrib.auth.hashers.PBKDF2PasswordHasher"]
 
 
 def database_environment(name: str | None = None) -> dict[str, str]:

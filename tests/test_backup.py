@@ -25,14 +25,12 @@ from notebook.validation import parse_entry_input
 from tests.live import BOTH_SCOPES
 from tests.mcp_client import success_of, with_client
 from tests.oauth_helpers import Browser, authorization_url, exchange_code, pkce_pair, register_client
-from tests.server_process import ROOT, ServerProcess, database_environment
+from tests.server_process import ROOT, SERVER_HASHERS, ServerProcess, database_environment, server_environment
 
 WRITERS = 2
 # Bounds the load whatever the machine's speed: the writers stop at the backup's end or here.
 MOST_WRITES_PER_WRITER = 3_000
 WRITES_BEFORE_BACKUP = 40
-# A hasher the restored server (default settings) knows; the test runner's fast one it does not.
-SERVER_HASHERS = ["django.contrib.auth.hashers.PBKDF2PasswordHasher"]
 
 
 class WriteLoad:
@@ -82,8 +80,6 @@ class WriteLoad:
 
 
 def manage(*args: str, environ: dict[str, str], var_dir: Path) -> subprocess.CompletedProcess:
-    from tests.server_process import server_environment
-
     return subprocess.run(
         [sys.executable, "manage.py", *args],
         cwd=ROOT,
@@ -176,6 +172,11 @@ class BackupAndRestoreTests(TransactionTestCase):
         self.assertEqual(restored.returncode, 0, restored.stderr)
         self.assertTrue(set(acknowledged) | {kept.id} <= self._restored_entry_ids(environ))
         self._assert_sound(environ)
+        # Again over the restored database: refused, then replaced with --force (--clean).
+        self.assertNotEqual(manage("codex_restore", str(backup), environ=environ, var_dir=self.directory).returncode, 0)
+        again = manage("codex_restore", "--force", str(backup), environ=environ, var_dir=self.directory)
+        self.assertEqual(again.returncode, 0, again.stderr)
+        self.assertTrue(set(acknowledged) | {kept.id} <= self._restored_entry_ids(environ))
 
         server.extra = environ
         server.start()

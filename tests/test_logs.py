@@ -22,8 +22,7 @@ from notebook.models import Codex
 from tests.http_client import post, rpc_body
 from tests.mcp_client import error_of, success_of, with_client
 from tests.oauth_helpers import Browser, authorization_url, exchange_code, pkce_pair, refresh, register_client
-from tests.server_process import ROOT, ServerProcess, database_environment, server_environment
-from tests.test_backup import SERVER_HASHERS
+from tests.server_process import ROOT, SERVER_HASHERS, ServerProcess, database_environment, server_environment
 
 TOOLS = {"field_notes_save", "field_notes_get", "field_notes_search", "field_notes_update"}
 

@@ -293,3 +293,28 @@ class OtlpExportTests(TransactionTestCase):
             if attribute.key == "service.name"
         }
         self.assertEqual(services, {"codex-under-test"})
+
+
+class InternalsTests(SimpleTestCase):
+    """The names codex_site.tracing uses outside documented APIs, at the versions checked."""
+
+    def test_the_versions_are_those_the_internal_names_were_checked_against(self):
+        from importlib.metadata import version
+
+        import django
+        import uvicorn
+
+        self.assertEqual(version("mcp"), tracing.MCP_VERSION_CHECKED)
+        self.assertEqual(django.get_version(), tracing.DJANGO_VERSION_CHECKED)
+        self.assertEqual(uvicorn.__version__, tracing.UVICORN_VERSION_CHECKED)
+
+    def test_the_sdk_server_still_makes_the_mcp_span_with_its_own_middleware(self):
+        from mcp.server._otel import OpenTelemetryMiddleware
+
+        from mcp_endpoint.server import create_server
+
+        middleware = create_server().middleware
+        self.assertEqual([type(item) for item in middleware], [OpenTelemetryMiddleware])
+
+    def test_connections_keep_their_execute_wrappers_in_a_list(self):
+        self.assertIsInstance(connection.execute_wrappers, list)
