@@ -20,8 +20,9 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 from codex_site.logs import AccessLogQueryValues, without_query_values
 from notebook.models import Codex
 from tests.http_client import post, rpc_body
-from tests.mcp_client import error_of, success_of, with_client
+from tests.mcp_client import with_client
 from tests.oauth_helpers import Browser, authorization_url, exchange_code, pkce_pair, refresh, register_client
+from tests.planted import every_tool, planted_strings
 from tests.server_process import ROOT, SERVER_HASHERS, ServerProcess, database_environment, server_environment
 
 TOOLS = {"field_notes_save", "field_notes_get", "field_notes_search", "field_notes_update"}
@@ -33,17 +34,7 @@ class JsonLogTests(TransactionTestCase):
         self.addCleanup(shutil.rmtree, self.directory, ignore_errors=True)
 
     def test_a_whole_session_logs_json_lines_without_any_secret_or_note_text(self) -> None:
-        mark = secrets.token_hex(6)
-        planted = {
-            "password": f"pw-{mark}-Secret",
-            "content": f"content-{mark} the launch codes",
-            "title": f"title-{mark}",
-            "tag": f"tag-{mark}",
-            "agent": f"agent-{mark}",
-            "new content": f"rewritten-{mark}",
-            "query": f"query-{mark}",
-            "state": f"state-{mark}",
-        }
+        planted = planted_strings("password", "state")
         with override_settings(PASSWORD_HASHERS=SERVER_HASHERS):
             get_user_model().objects.create_user("alice", password=planted["password"])
         log_path = self.directory / "server.log"
@@ -112,7 +103,7 @@ class JsonLogTests(TransactionTestCase):
             )
             self.trace_id = format(parent.trace_id, "032x")
             with trace.use_span(NonRecordingSpan(parent)):
-                with_client(base_url + "/mcp", token, "auto", lambda client: self._tools(client, planted))
+                with_client(base_url + "/mcp", token, "auto", lambda client: every_tool(client, planted))
 
             page = browser.http.get(base_url + "/codex/")
             self.assertIn(planted["title"], page.text)
@@ -125,25 +116,6 @@ class JsonLogTests(TransactionTestCase):
         self.assertEqual(refused.status_code, 401)
         self.assertEqual(httpx2.get(base_url + "/healthz").status_code, 200)
         return seen
-
-    async def _tools(self, client, planted: dict[str, str]) -> None:
-        entry = {
-            "content": planted["content"],
-            "title": planted["title"],
-            "tags": [planted["tag"]],
-            "relatedAgentIds": [planted["agent"]],
-        }
-        saved = success_of(await client.call_tool("field_notes_save", {"requestId": "r-1", "entry": entry}))
-        entry_id = saved["entry"]["id"]
-        success_of(await client.call_tool("field_notes_get", {"id": entry_id}))
-        success_of(await client.call_tool("field_notes_search", {"query": planted["query"]}))
-        success_of(await client.call_tool("field_notes_search", {"tag": planted["tag"]}))
-        rewritten = {**entry, "content": planted["new content"]}
-        arguments = {"id": entry_id, "expectedRevision": 1, "entry": rewritten}
-        success_of(await client.call_tool("field_notes_update", arguments))
-        self.assertEqual(error_of(await client.call_tool("field_notes_update", arguments))["code"], "conflict")
-        missing = "00000000-0000-4000-8000-000000000000"
-        self.assertEqual(error_of(await client.call_tool("field_notes_get", {"id": missing}))["code"], "not_found")
 
 
 class LogFormatTests(SimpleTestCase):

@@ -29,7 +29,8 @@ from codex_site import tracing
 from codex_site.settings import public_url_settings
 from tests.http_client import MODERN, call_tool, post, rpc_body
 from tests.live import BOTH_SCOPES, LiveServerTestCase
-from tests.mcp_client import error_of, success_of, with_client
+from tests.mcp_client import success_of, with_client
+from tests.planted import every_tool, planted_entry, planted_strings
 from tests.server_process import ROOT, ServerProcess, database_environment, server_environment
 
 
@@ -140,38 +141,10 @@ class TracingTests(LiveServerTestCase):
         self.assertEqual(mcp.parent.span_id, parent.span_id)
 
     def test_no_span_carries_note_text_tokens_or_cookies(self):
-        mark = secrets.token_hex(6)
-        planted = {
-            "content": f"content-{mark}",
-            "title": f"title-{mark}",
-            "tag": f"tag-{mark}",
-            "agent": f"agent-{mark}",
-            "query": f"query-{mark}",
-            "request id": f"request-{mark}",
-            "cookie": f"cookie-{mark}",
-            "token": self.token,
-        }
-        entry = {
-            "content": planted["content"],
-            "title": planted["title"],
-            "tags": [planted["tag"]],
-            "relatedAgentIds": [planted["agent"]],
-        }
+        planted = {**planted_strings("cookie"), "token": self.token}
+        entry = planted_entry(planted)
         headers = {"Cookie": f"sessionid={planted['cookie']}"}
-
-        async def calls(client):
-            saved = success_of(
-                await client.call_tool("field_notes_save", {"requestId": planted["request id"], "entry": entry})
-            )
-            entry_id = saved["entry"]["id"]
-            success_of(await client.call_tool("field_notes_get", {"id": entry_id}))
-            success_of(await client.call_tool("field_notes_search", {"query": planted["query"]}))
-            success_of(await client.call_tool("field_notes_search", {"tag": planted["tag"]}))
-            arguments = {"id": entry_id, "expectedRevision": 1, "entry": {**entry, "content": planted["content"] + "!"}}
-            success_of(await client.call_tool("field_notes_update", arguments))
-            self.assertEqual(error_of(await client.call_tool("field_notes_update", arguments))["code"], "conflict")
-
-        with_client(self.mcp_url, self.token, "auto", calls)
+        with_client(self.mcp_url, self.token, "auto", lambda client: every_tool(client, planted))
         # A batch-less older client's call that the HTTP guard checks, with a cookie on it.
         response = post(self.mcp_url, rpc_body("tools/list"), token=self.token, headers=headers)
         self.assertEqual(response.status_code, 200)
