@@ -156,8 +156,9 @@ def _trace_statements(sender: Any, connection: Any, **kwargs: Any) -> None:
 
 
 def statement_span(execute: Callable[..., Any], sql: str, params: Any, many: bool, context: dict[str, Any]) -> Any:
-    """A Django execute wrapper: one CLIENT span per statement, named by its operation."""
-    if not enabled:
+    """A Django execute wrapper: one CLIENT span per statement, named by its operation; none
+    under a span that is not recorded (a call the sampler left out, or no call at all)."""
+    if not enabled or not trace.get_current_span().is_recording():
         return execute(sql, params, many, context)
     operation = sql.lstrip().split(None, 1)[0].upper() if sql.strip() else "SQL"
     attributes = {"db.system.name": context["connection"].vendor, "db.operation.name": operation}
