@@ -47,6 +47,20 @@ def without_query_values(target: str) -> str:
     return path + mark + _QUERY_VALUE.sub("=", query) if mark else target
 
 
+class NoDebugFrom(logging.Filter):
+    """Drops DEBUG records of the loggers ``names`` (and their children), leaving every
+    other level to the configuration."""
+
+    def __init__(self, names: list[str]) -> None:
+        super().__init__()
+        self.prefixes = tuple(names) + tuple(name + "." for name in names)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.INFO or not (
+            record.name in self.prefixes or record.name.startswith(self.prefixes)
+        )
+
+
 class AccessLogQueryValues(logging.Filter):
     """Drops the values of query strings from uvicorn's access lines, whose arguments are
     ``(client, method, path with query, HTTP version, status)``."""

@@ -312,17 +312,20 @@ LOGGING = {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
         "json": {"()": "codex_site.logs.CodexJsonFormatter"},
     },
-    "filters": {"access_query_values": {"()": "codex_site.logs.AccessLogQueryValues"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": CODEX_LOG_FORMAT}},
+    "filters": {
+        "access_query_values": {"()": "codex_site.logs.AccessLogQueryValues"},
+        # Their DEBUG lines carry authorization codes, state and tokens: dropped whatever
+        # CODEX_LOG_LEVEL says (as django.db.backends' below, whose DEBUG lines carry notes).
+        "no_oauth_debug": {"()": "codex_site.logs.NoDebugFrom", "names": ["oauthlib", "oauth2_provider"]},
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": CODEX_LOG_FORMAT, "filters": ["no_oauth_debug"]}
+    },
     "root": {"handlers": ["console"], "level": os.environ.get("CODEX_LOG_LEVEL", "INFO")},
     "loggers": {
         "uvicorn": _UVICORN_LOGGER,
         "uvicorn.error": _UVICORN_LOGGER,
         "uvicorn.access": {**_UVICORN_LOGGER, "filters": ["access_query_values"]},
-        # Their DEBUG lines carry authorization codes, state and tokens: never below INFO,
-        # whatever CODEX_LOG_LEVEL says (as django.db.backends, whose DEBUG lines carry notes).
-        "oauthlib": {"level": "INFO"},
-        "oauth2_provider": {"level": "INFO"},
         "django.db.backends": {"level": "WARNING"},
         # The stateless transport logs every request's teardown at INFO.
         "mcp.server.streamable_http": {"level": "WARNING"},
