@@ -129,12 +129,15 @@ def flush() -> None:
         _configured.force_flush()
 
 
-def install(provider: Any) -> None:
-    """Make ``provider`` the process's tracer provider and start this project's spans."""
+def install(provider: Any = None) -> None:
+    """Make ``provider`` the process's tracer provider (once per process: OpenTelemetry
+    refuses a second) and start this project's spans; without one, start them again on the
+    provider already installed (for tests, after ``uninstall``)."""
     global enabled
     from django.db.backends.signals import connection_created
 
-    trace.set_tracer_provider(provider)
+    if provider is not None:
+        trace.set_tracer_provider(provider)
     connection_created.connect(_trace_statements, dispatch_uid="codex-tracing")
     enabled = True
 

@@ -61,7 +61,7 @@ def record_spans() -> None:
         tracing.install(provider)
         _installed = True
     else:
-        tracing.install(trace.get_tracer_provider())
+        tracing.install()
     SWITCH.on = True
 
 
