@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from psycopg.conninfo import make_conninfo
+
 # Tables a database of this project always has: what tells a codex database from another file.
 MARKER_TABLE = "django_migrations"
 SQLITE_BUSY_TIMEOUT_MS = 20_000
@@ -164,15 +166,29 @@ def pg_tool(name: str, server_major: int) -> str:
     raise BackupError(f"no {name} found; install postgresql-client-{server_major}")
 
 
-def pg_environment(settings_dict: dict[str, Any]) -> dict[str, str]:
-    """libpq's variables for the configured database: the password never on a command line."""
-    environ = dict(os.environ)
-    for variable, key in (("PGHOST", "HOST"), ("PGPORT", "PORT"), ("PGUSER", "USER"), ("PGPASSWORD", "PASSWORD")):
+# Django's own keys in a PostgreSQL database's OPTIONS; every other one is a libpq keyword.
+_DJANGO_OPTIONS = {"isolation_level", "assume_role", "server_side_binding", "pool", "cursor_factory", "context"}
+
+
+def pg_conninfo(settings_dict: dict[str, Any]) -> str:
+    """The configured database as a libpq connection string for ``--dbname``: its host list
+    (a replicated cluster's nodes), ``target_session_attrs``, ``sslmode``, ``connect_timeout``
+    and the rest of OPTIONS, as the server itself connects. The password is not in it."""
+    params: dict[str, Any] = {"dbname": settings_dict["NAME"]}
+    for keyword, key in (("host", "HOST"), ("port", "PORT"), ("user", "USER")):
         if settings_dict.get(key):
-            environ[variable] = str(settings_dict[key])
-    environ["PGDATABASE"] = str(settings_dict["NAME"])
-    if sslmode := settings_dict.get("OPTIONS", {}).get("sslmode"):
-        environ["PGSSLMODE"] = str(sslmode)
+            params[keyword] = settings_dict[key]
+    for keyword, value in settings_dict.get("OPTIONS", {}).items():
+        if keyword not in _DJANGO_OPTIONS and isinstance(value, str | int):
+            params[keyword] = value
+    return make_conninfo(**params)
+
+
+def pg_environment(settings_dict: dict[str, Any]) -> dict[str, str]:
+    """The password in libpq's variable, never on a command line."""
+    environ = dict(os.environ)
+    if settings_dict.get("PASSWORD"):
+        environ["PGPASSWORD"] = str(settings_dict["PASSWORD"])
     return environ
 
 
@@ -189,7 +205,16 @@ def pg_backup(settings_dict: dict[str, Any], server_major: int, target: Path) ->
     partial = target.with_name(target.name + ".partial")
     partial.unlink(missing_ok=True)
     try:
-        _run([pg_dump, "--format=custom", "--no-password", f"--file={partial}"], environ)
+        _run(
+            [
+                pg_dump,
+                "--format=custom",
+                "--no-password",
+                f"--file={partial}",
+                f"--dbname={pg_conninfo(settings_dict)}",
+            ],
+            environ,
+        )
         # The archive's table of contents reads back: the file is whole.
         _run([pg_tool("pg_restore", server_major), "--list", str(partial)], environ)
     except BaseException:
@@ -212,7 +237,7 @@ def pg_restore(settings_dict: dict[str, Any], server_major: int, backup: Path, *
         )
     command = [pg_tool("pg_restore", server_major), "--no-password", "--exit-on-error", "--single-transaction"]
     # Owners and grants of the source cluster need not exist here: the restoring role owns it all.
-    command += ["--no-owner", "--no-privileges", f"--dbname={settings_dict['NAME']}"]
+    command += ["--no-owner", "--no-privileges", f"--dbname={pg_conninfo(settings_dict)}"]
     if clean:
         command += ["--clean", "--if-exists"]
     _run([*command, str(backup)], pg_environment(settings_dict))

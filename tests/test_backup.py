@@ -16,9 +16,11 @@ import psycopg
 from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 from django.db import close_old_connections, connection
-from django.test import TransactionTestCase, override_settings
+from django.test import SimpleTestCase, TransactionTestCase, override_settings
 
 from authserver.tokens import mint_access_token
+from codex_site import backup
+from codex_site.database_url import database_settings
 from codex_site.settings import public_url_settings
 from notebook import services
 from notebook.validation import parse_entry_input
@@ -160,21 +162,23 @@ class BackupAndRestoreTests(TransactionTestCase):
         with override_settings(**public_url_settings(server.base_url)):
             old_token = mint_access_token(user=alice, scopes=BOTH_SCOPES, lifetime=dt.timedelta(hours=1))
 
-        backup = self.directory / "codex.backup"
+        archive = self.directory / "codex.backup"
         with WriteLoad(codex) as load:
             acknowledged = load.so_far()
-            call_command("codex_backup", str(backup), stdout=io.StringIO())
+            call_command("codex_backup", str(archive), stdout=io.StringIO())
         self.assertEqual(load.errors, [])
         self.assertGreaterEqual(len(acknowledged), WRITES_BEFORE_BACKUP)
 
         environ = self._fresh_database()
-        restored = manage("codex_restore", str(backup), environ=environ, var_dir=self.directory)
+        restored = manage("codex_restore", str(archive), environ=environ, var_dir=self.directory)
         self.assertEqual(restored.returncode, 0, restored.stderr)
         self.assertTrue(set(acknowledged) | {kept.id} <= self._restored_entry_ids(environ))
         self._assert_sound(environ)
         # Again over the restored database: refused, then replaced with --force (--clean).
-        self.assertNotEqual(manage("codex_restore", str(backup), environ=environ, var_dir=self.directory).returncode, 0)
-        again = manage("codex_restore", "--force", str(backup), environ=environ, var_dir=self.directory)
+        self.assertNotEqual(
+            manage("codex_restore", str(archive), environ=environ, var_dir=self.directory).returncode, 0
+        )
+        again = manage("codex_restore", "--force", str(archive), environ=environ, var_dir=self.directory)
         self.assertEqual(again.returncode, 0, again.stderr)
         self.assertTrue(set(acknowledged) | {kept.id} <= self._restored_entry_ids(environ))
 
@@ -229,10 +233,10 @@ class BackupAndRestoreTests(TransactionTestCase):
         self.assertEqual(with_client(base_url + "/mcp", old_token, "legacy", get_kept)["entry"]["id"], str(kept_id))
 
     def test_restore_refuses_a_database_that_is_not_empty(self) -> None:
-        backup = self.directory / "codex.backup"
-        call_command("codex_backup", str(backup), stdout=io.StringIO())
+        archive = self.directory / "codex.backup"
+        call_command("codex_backup", str(archive), stdout=io.StringIO())
         with self.assertRaisesRegex(CommandError, "--force|--clean"):
-            call_command("codex_restore", str(backup))
+            call_command("codex_restore", str(archive))
 
     def test_restore_refuses_a_file_that_is_not_a_backup(self) -> None:
         if connection.vendor != "sqlite":
@@ -241,3 +245,18 @@ class BackupAndRestoreTests(TransactionTestCase):
         bogus.write_bytes(b"not a database")
         with self.assertRaisesRegex(CommandError, "not a sound backup|not a database"):
             call_command("codex_restore", str(bogus), force=True)
+
+
+class PostgresConnectionTests(SimpleTestCase):
+    def test_pg_dump_connects_as_the_server_does_to_every_node_and_never_with_the_password_on_its_command_line(
+        self,
+    ) -> None:
+        url = "postgresql://codex:s3cret@10.0.0.1:5432,10.0.0.2:5433/codex?target_session_attrs=read-write"
+        config = database_settings(url, conn_max_age=0)
+        conninfo = backup.pg_conninfo(config)
+        self.assertIn("host=10.0.0.1,10.0.0.2", conninfo)
+        self.assertIn("port=5432,5433", conninfo)
+        self.assertIn("target_session_attrs=read-write", conninfo)
+        self.assertIn("dbname=codex", conninfo)
+        self.assertNotIn("s3cret", conninfo)
+        self.assertEqual(backup.pg_environment(config)["PGPASSWORD"], "s3cret")
