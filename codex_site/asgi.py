@@ -12,9 +12,13 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "codex_site.settings")
 django_app = get_asgi_application()  # sets Django up before the MCP side imports models
 
 from codex_site.checks import refuse_to_serve_a_bad_configuration  # noqa: E402
+from common import tracing  # noqa: E402
 from mcp_endpoint.http import MCP_PATHS, build_mcp_http_app  # noqa: E402
+from mcp_endpoint.server import SERVER_VERSION  # noqa: E402
 
 refuse_to_serve_a_bad_configuration()
+# Before any request and any connection: OpenTelemetry from the OTEL_* variables, or nothing.
+tracing.configure_from_environment(SERVER_VERSION)
 
 GC_YOUNGEST_THRESHOLD = 10_000
 

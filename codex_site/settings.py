@@ -306,13 +306,35 @@ CACHES = {
 LOGIN_REDIRECT_URL = "/codex/"
 LOGOUT_REDIRECT_URL = "/"
 
+# CODEX_LOG_FORMAT: "plain" lines of text, or "json", one object per line (codex_site.logs).
+CODEX_LOG_FORMAT = os.environ.get("CODEX_LOG_FORMAT", "").strip().lower() or "plain"
+if CODEX_LOG_FORMAT not in {"plain", "json"}:
+    raise ImproperlyConfigured(f"CODEX_LOG_FORMAT must be plain or json, not {CODEX_LOG_FORMAT!r}")
+# uvicorn's own loggers go through the same handler (one format for every line), its access
+# lines without their query strings' values.
+_UVICORN_LOGGER = {"handlers": ["console"], "propagate": False}
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "json": {"()": "codex_site.logs.CodexJsonFormatter"},
+    },
+    "filters": {
+        "access_query_values": {"()": "codex_site.logs.AccessLogQueryValues"},
+        # Their DEBUG lines carry authorization codes, state and tokens: dropped whatever
+        # CODEX_LOG_LEVEL says (as django.db.backends' below, whose DEBUG lines carry notes).
+        "no_oauth_debug": {"()": "codex_site.logs.NoDebugFrom", "names": ["oauthlib", "oauth2_provider"]},
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": CODEX_LOG_FORMAT, "filters": ["no_oauth_debug"]}
+    },
     "root": {"handlers": ["console"], "level": os.environ.get("CODEX_LOG_LEVEL", "INFO")},
     "loggers": {
+        "uvicorn": _UVICORN_LOGGER,
+        "uvicorn.error": _UVICORN_LOGGER,
+        "uvicorn.access": {**_UVICORN_LOGGER, "filters": ["access_query_values"]},
         "django.db.backends": {"level": "WARNING"},
         # The stateless transport logs every request's teardown at INFO.
         "mcp.server.streamable_http": {"level": "WARNING"},

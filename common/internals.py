@@ -197,6 +197,22 @@ REGISTER: tuple[Internal, ...] = (
         "initialized_only",
         "close the connections a page or OAuth request opened, in its own thread, without opening new ones",
     ),
+    # --- Traces (common.tracing) -------------------------------------------------------------------
+    Internal(
+        MCP,
+        "mcp.server._otel.OpenTelemetryMiddleware, which Server puts in its (provisional) middleware list",
+        ("common/tracing.py", "tests/test_tracing.py"),
+        "OpenTelemetryMiddleware",
+        "the MCP span of each request (continuing the client's traceparent from _meta) is the SDK's own",
+    ),
+    Internal(
+        DJANGO,
+        "BaseDatabaseWrapper.execute_wrappers appended to for a connection's life (the list behind the "
+        "documented execute_wrapper() context manager)",
+        ("common/tracing.py",),
+        "execute_wrappers.append",
+        "a span per SQL statement on every connection of the process, the SQLite write connection included",
+    ),
     # --- Django: tests only ----------------------------------------------------------------------
     Internal(
         DJANGO,

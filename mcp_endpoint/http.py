@@ -17,8 +17,9 @@ answer leaves without a token check, a call costs one token query, and nothing f
 up but the answer itself (``mcp_endpoint.auth``).
 """
 
+import contextlib
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
 
 from django.conf import settings
@@ -34,6 +35,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Message, Receive, Scope, Send
 
+from common import tracing
 from common.origins import origin_allowed
 from common.outage import log_database_unavailable
 from mcp_endpoint import auth, versions
@@ -177,7 +179,8 @@ async def _check_token(raw_token: str, names: list[str]) -> tuple[Response | Non
     needed = set().union(*(scopes_for(name) for name in names))
     in_order = [scope_name for scope_name in ALL_SCOPES if scope_name in needed]
     try:
-        grant = await run_sync(lambda: auth.check_bearer_token(raw_token, in_order))
+        with tracing.span("codex.token_check"):
+            grant = await run_sync(lambda: auth.check_bearer_token(raw_token, in_order))
     except auth.TokenRejected as rejected:
         return _auth_error(401, error="invalid_token", description=rejected.description, scopes=ALL_SCOPES), None
     except auth.ScopesMissing as lacking:
@@ -258,6 +261,13 @@ class GuardedMCPApp:
         self.session_manager = session_manager
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not tracing.enabled:
+            await self._serve(scope, receive, send)
+            return
+        with tracing.continuing(request_headers(scope)):
+            await self._serve(scope, receive, send)
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
         response, body, unchecked = await self._guard(scope, receive)
         if response is not None:
             await response(scope, receive, send)
@@ -359,6 +369,15 @@ async def protected_resource_metadata_view(request: Request) -> Response:
     )
 
 
+@contextlib.asynccontextmanager
+async def _lifespan(session_manager: StreamableHTTPSessionManager) -> AsyncIterator[None]:
+    try:
+        async with session_manager.run():
+            yield
+    finally:
+        tracing.flush()
+
+
 def build_mcp_http_app() -> Starlette:
     """The SDK side of the site: /mcp (stateless, JSON responses) and the resource metadata."""
     server = create_server()
@@ -380,7 +399,7 @@ def build_mcp_http_app() -> Starlette:
         ],
         # CORS for browser-based clients on CODEX_ALLOWED_ORIGINS; preflights need no token.
         middleware=[Middleware(OriginGuardingCORSMiddleware)],
-        lifespan=lambda app: session_manager.run(),
+        lifespan=lambda app: _lifespan(session_manager),
     )
 
 

@@ -2,6 +2,7 @@
 
 import json
 import logging
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from pydantic import BaseModel
 from common.outage import log_database_unavailable
 from mcp_endpoint.auth import REFUSAL_META
 from mcp_endpoint.boundary import run_sync
+from mcp_endpoint.calls import ToolCall
 from notebook.exceptions import Internal, NotebookError, PermissionDenied, Unauthenticated, Unavailable
 
 logger = logging.getLogger(__name__)
@@ -79,19 +81,30 @@ def refusal_result(refusal: Refusal) -> dict[str, Any]:
     return result
 
 
-async def run_tool(name: str, work: Callable[[], dict[str, Any] | Refusal]) -> dict[str, Any]:
-    """Run a tool's sync work through the boundary; every failure becomes a tool result."""
+async def run_tool(
+    name: str, work: Callable[[], dict[str, Any] | Refusal], call: ToolCall | None = None
+) -> dict[str, Any]:
+    """Run a tool's sync work through the boundary; every failure becomes a tool result.
+    ``call``, when given, logs the call's line with its outcome and duration."""
+    started = time.perf_counter()
     try:
-        result = await run_sync(work)
+        done = await run_sync(work)
     except NotebookError as error:
-        return error_result(error)
+        outcome, result = error.code, error_result(error)
     except (OperationalError, InterfaceError) as error:
         log_database_unavailable(logger, name, error)
-        return error_result(Unavailable("The notebook is temporarily unavailable; retry shortly"))
+        outcome = Unavailable.code
+        result = error_result(Unavailable("The notebook is temporarily unavailable; retry shortly"))
     except Exception:  # the tool boundary: nothing escapes to the client
         reference = uuid.uuid4().hex[:12]
         logger.error("tool %s failed (reference %s)", name, reference, exc_info=True)
-        return error_result(Internal(f"Something went wrong on the server (reference {reference})"))
-    if isinstance(result, Refusal):
-        return refusal_result(result)
-    return text_result(result, is_error=False)
+        outcome = Internal.code
+        result = error_result(Internal(f"Something went wrong on the server (reference {reference})"))
+    else:
+        if isinstance(done, Refusal):
+            outcome, result = _REFUSED_AS[done.status].code, refusal_result(done)
+        else:
+            outcome, result = "ok", text_result(done, is_error=False)
+    if call is not None:
+        call.log(outcome, time.perf_counter() - started)
+    return result

@@ -23,9 +23,11 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.inbound import x_mcp_header_map
 
+from common import tracing
 from common.outage import log_database_unavailable
 from mcp_endpoint import auth
 from mcp_endpoint.arguments import check_call, schema_violation
+from mcp_endpoint.calls import ToolCall
 from mcp_endpoint.results import Refusal, run_tool
 from mcp_endpoint.tools import TOOLS, TOOLS_BY_NAME, Tool
 from mcp_endpoint.versions import SUPPORTED_VERSIONS
@@ -71,17 +73,20 @@ def _refusal(tool: Tool, checksum: str) -> Refusal | auth.TokenGrant:
         return Refusal(503, "The server cannot check tokens right now; retry shortly")
 
 
-def _execute(name: str, arguments: dict[str, Any], call: auth.TokenGrant | str | None) -> dict[str, Any] | Refusal:
+def _execute(
+    name: str, arguments: dict[str, Any], call: auth.TokenGrant | str | None, record: ToolCall | None = None
+) -> dict[str, Any] | Refusal:
     """Inside the worker thread (one hop per call): check the token afresh, then run the service."""
     tool = TOOLS_BY_NAME[name]  # check_call has refused unknown names
     # The token first: arguments are judged only for a caller allowed to call the tool.
-    if isinstance(call, str):
-        checked = _refusal(tool, call)
-        if isinstance(checked, Refusal):
-            return checked
-        grant = checked
-    else:
-        grant = _grant_for(tool, call)
+    with tracing.span("codex.token_check"):
+        if isinstance(call, str):
+            checked = _refusal(tool, call)
+            if isinstance(checked, Refusal):
+                return checked
+            grant = checked
+        else:
+            grant = _grant_for(tool, call)
     if retry_after := auth.tool_call_retry_after(grant.token_checksum):
         raise ResourceExhausted(
             f"This access token made more than {settings.CODEX_TOOL_CALLS_PER_MINUTE} tool calls this minute "
@@ -89,8 +94,11 @@ def _execute(name: str, arguments: dict[str, Any], call: auth.TokenGrant | str |
         )
     if violation := schema_violation(name, arguments):
         raise InvalidArgument(violation)
-    codex = services.codex_for_user(user=grant.user)
-    return tool.adapter(codex, arguments, auth.writer_of(grant))
+    with tracing.span("codex.service", {"gen_ai.tool.name": name}):
+        codex = services.codex_for_user(user=grant.user)
+        if record is not None:
+            record.codex_id = codex.pk
+        return tool.adapter(codex, arguments, auth.writer_of(grant))
 
 
 async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> dict[str, Any]:
@@ -102,7 +110,8 @@ async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolR
     scope = request.scope if request is not None else {}
     # The checksum of the token the HTTP guard left for us to check, or the grant it checked.
     call = scope.get(auth.TOKEN_SCOPE_KEY) or scope.get(auth.GRANT_SCOPE_KEY)
-    return await run_tool(name, lambda: _execute(name, arguments, call))
+    record = ToolCall(name, ctx.request_id)
+    return await run_tool(name, lambda: _execute(name, arguments, call, record), record)
 
 
 async def list_tools(

@@ -130,8 +130,12 @@ def write_transaction(using: str = DEFAULT_DB_ALIAS) -> Iterator[None]:
     try:
         with file.lock:
             # A thread whose connection is watched (DEBUG's query log, assertNumQueries,
-            # execute wrappers) writes on it, so that the watchers see the statements.
-            if not (connection.queries_logged or connection.execute_wrappers):
+            # execute wrappers) writes on it, so that the watchers see the statements; a
+            # wrapper that every connection has (tracing's) sees them on the writer too.
+            watched = connection.queries_logged or any(
+                not getattr(wrapper, "on_every_connection", False) for wrapper in connection.execute_wrappers
+            )
+            if not watched:
                 # What Django does for a thread's connection at each request's start: close
                 # it if an error left it unusable or it outlived CONN_MAX_AGE (reopened on use).
                 file.connection.close_if_unusable_or_obsolete()

@@ -22,6 +22,7 @@ the anchor's CPU per call over the project's.
     .venv/bin/python scripts/bench_mcp.py --duration 5 --connections 8
     bash scripts/with_postgres.sh .venv/bin/python scripts/bench_mcp.py
     .venv/bin/python scripts/bench_mcp.py --soak 300               # memory soak: mixed load, RSS every 10 s
+    .venv/bin/python scripts/bench_mcp.py --traces                 # the project with traces on (OTLP to a sink)
 
 ``make bench`` and ``make bench-pg`` run the first and third. wrk is the Debian package
 ``wrk``; when it is missing and this runs as root, it is installed with apt-get.
@@ -293,6 +294,28 @@ def soak(wrk: str, project: Uvicorn, *, token: str, id_file: str, connections: i
     )
 
 
+def otlp_sink() -> str:
+    """An OTLP/HTTP endpoint on 127.0.0.1 that reads each export and answers 200: the
+    project's traces cost everything but a collector's work (spans, batching, protobuf, HTTP)."""
+    import http.server
+
+    class Sink(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Sink)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{server.server_address[1]}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--duration", type=int, default=10, help="seconds of load per scenario and server (default 10)")
@@ -306,6 +329,9 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=1, help="uvicorn workers for both servers (default 1)")
     parser.add_argument("--scenarios", default=",".join(SCENARIOS), help="comma-separated subset of " + str(SCENARIOS))
     parser.add_argument("--soak", type=int, metavar="SECONDS", help="run only the memory soak, for SECONDS (e.g. 300)")
+    parser.add_argument(
+        "--traces", action="store_true", help="the project with OpenTelemetry traces on, sent to a sink"
+    )
     args = parser.parse_args()
     connection_counts = [int(count) for count in args.connections.split(",")]
     scenarios = [name for name in args.scenarios.split(",") if name]
@@ -341,10 +367,12 @@ def main() -> None:
     print(
         f"database: {database}; {load}; "
         f"uvicorn --workers {args.workers}; "
+        + ("traces on (OTLP to a sink); " if args.traces else "")
         + ("servers on CPU 0, wrk on CPU 1" if pinned else "no CPU pinning (fewer than 2 CPUs or no taskset)")
     )
     noop = Uvicorn(["--app-dir", str(SCRIPTS), "bench_noop_server:app"], workers=args.workers, cpu=server_cpu, env=env)
-    project = Uvicorn(["codex_site.asgi:application"], workers=args.workers, cpu=server_cpu, env=env)
+    project_env = dict(env, OTEL_EXPORTER_OTLP_ENDPOINT=otlp_sink()) if args.traces else env
+    project = Uvicorn(["codex_site.asgi:application"], workers=args.workers, cpu=server_cpu, env=project_env)
     try:
         print(f"RSS at start: no-op {noop.rss():.1f} MiB, project {project.rss():.1f} MiB")
         if args.soak:

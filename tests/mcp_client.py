@@ -37,7 +37,7 @@ def with_client(
 def call_tool_directly(grant: Any, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
     """Run the server's tools/call handler as if the HTTP check had passed with ``grant``;
     its result (a wire-form dict) read as the SDK client reads it."""
-    context = SimpleNamespace(request=SimpleNamespace(scope={GRANT_SCOPE_KEY: grant}))
+    context = SimpleNamespace(request=SimpleNamespace(scope={GRANT_SCOPE_KEY: grant}), request_id=None)
     params = types.CallToolRequestParams(name=name, arguments=arguments)
     return types.CallToolResult.model_validate(asyncio.run(mcp_server.call_tool(context, params)))
 

@@ -159,7 +159,9 @@ class TokenChangedBetweenCallsTest(LiveServerTestCase):
 
 def call_unchecked(raw_token: str, name: str, arguments: dict[str, Any]) -> Any:
     """Run the tools/call handler as the guard leaves a single call: token not yet checked."""
-    context = SimpleNamespace(request=SimpleNamespace(scope={auth.TOKEN_SCOPE_KEY: token_checksum(raw_token)}))
+    context = SimpleNamespace(
+        request=SimpleNamespace(scope={auth.TOKEN_SCOPE_KEY: token_checksum(raw_token)}), request_id=None
+    )
     params = types.CallToolRequestParams(name=name, arguments=arguments)
     return types.CallToolResult.model_validate(asyncio.run(mcp_server.call_tool(context, params)))
 

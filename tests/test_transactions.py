@@ -98,6 +98,25 @@ class CheckpointTest(TransactionTestCase):
             self.assertTrue(done.wait(10))
         self.assertEqual(held, [("PASSIVE", False), ("RESTART", True)])
 
+    def test_a_long_reader_makes_the_catch_up_give_up_instead_of_holding_the_writers(self) -> None:
+        # A reader of a snapshot in the log, as an online backup's copy is, left open.
+        self.save("before")
+        reader = sqlite3.connect(str(connection.settings_dict["NAME"]), isolation_level=None)
+        self.addCleanup(reader.close)
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM notebook_entry").fetchone()
+        self.save("after")  # the log now has pages the reader must not lose
+        checkpointer = files._files[str(connection.settings_dict["NAME"])].checkpointer
+        outcome = []
+        catch_up = threading.Thread(target=lambda: outcome.append(checkpointer.checkpoint("RESTART")))
+        catch_up.start()
+        # The full busy timeout is 20 s; the catch-up gives up long before the reader ends.
+        catch_up.join(timeout=10)
+        self.assertFalse(catch_up.is_alive(), "the catch-up waited for the reader")
+        self.assertEqual(outcome[0][0], 1)  # busy: the log was not restarted under the reader
+        reader.execute("COMMIT")
+        self.assertEqual(checkpointer.checkpoint("RESTART")[0], 0)
+
 
 @unittest.skipUnless(connection.vendor == "sqlite", "the group sync is SQLite's WAL")
 class GroupSyncTest(TransactionTestCase):

@@ -20,6 +20,12 @@ CHECKPOINT_PAUSE = 0.1
 # readers to finish), so that the next commit starts the log over. That copy is short:
 # only what was committed during the checkpoint before it.
 CATCH_UP_PAGES = 8_000
+# RESTART waits for every reader of the log to finish, with this process's writers held. A
+# long reader (an online backup's copy, a large export) would hold them all for as long as it
+# reads: the catch-up waits this long at most, gives up (busy), and is not tried again for
+# CATCH_UP_BACKOFF seconds; the log grows meanwhile and is caught up once the reader is gone.
+CATCH_UP_WAIT_MS = 50
+CATCH_UP_BACKOFF = 1.0
 
 
 class Checkpointer:
@@ -29,6 +35,7 @@ class Checkpointer:
         self.alias = alias
         self.lock = lock
         self.wanted = threading.Event()
+        self.catch_up_after = 0.0  # no catch-up before this moment (time.monotonic) after a busy one
         self.thread = threading.Thread(target=self._run, name=f"sqlite-checkpoint-{alias}", daemon=True)
         self.thread.start()
 
@@ -39,9 +46,18 @@ class Checkpointer:
         """``PRAGMA wal_checkpoint(mode)``: (busy, pages in the log, pages copied)."""
         # This thread's own connection, with the same settings (and so the same
         # synchronous level, which decides the checkpoint's fsyncs) as the requests'.
-        with connections[self.alias].cursor() as cursor:
-            cursor.execute(f"PRAGMA wal_checkpoint({mode})")
-            return tuple(cursor.fetchone())
+        connection = connections[self.alias]
+        with connection.cursor() as cursor:
+            if mode == "PASSIVE":  # never waits for anyone
+                cursor.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                return tuple(cursor.fetchone())
+            cursor.execute(f"PRAGMA busy_timeout = {CATCH_UP_WAIT_MS}")
+            try:
+                cursor.execute(f"PRAGMA wal_checkpoint({mode})")
+                return tuple(cursor.fetchone())
+            finally:
+                normal_ms = int(float(connection.settings_dict["OPTIONS"].get("timeout", 5)) * 1000)
+                cursor.execute(f"PRAGMA busy_timeout = {normal_ms}")
 
     def _run(self) -> None:
         while True:
@@ -50,9 +66,11 @@ class Checkpointer:
             self.wanted.clear()
             try:
                 _, pages, _ = self.checkpoint()
-                if pages >= CATCH_UP_PAGES:
+                if pages >= CATCH_UP_PAGES and time.monotonic() >= self.catch_up_after:
                     with self.lock:
-                        self.checkpoint("RESTART")
+                        busy, _, _ = self.checkpoint("RESTART")
+                    if busy:
+                        self.catch_up_after = time.monotonic() + CATCH_UP_BACKOFF
             except Exception:
                 # The next commit nudges again; the automatic checkpoint is the backstop.
                 logger.warning("SQLite checkpoint failed", exc_info=True)

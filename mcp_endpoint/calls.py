@@ -1,0 +1,49 @@
+"""One log line per tool call (logger ``mcp_endpoint.calls``, INFO): the tool, its outcome
+(``ok`` or the contract's error code), its duration, the codex, the JSON-RPC request id and
+the trace id. Never an argument: those carry note content, titles and tags.
+
+The trace id is the current span's: the SDK's MCP span, which continues the client's W3C
+``traceparent`` (from ``_meta`` or the HTTP headers). The API's no-op tracer keeps the
+client's context too, so a line names the client's trace even with tracing off.
+"""
+
+import logging
+from dataclasses import dataclass
+
+from opentelemetry import trace
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class ToolCall:
+    """What the call's line says. The tool handler makes it; the token check, which is the
+    first to know the codex, fills in ``codex_id`` (both in ``mcp_endpoint.server``)."""
+
+    tool: str
+    request_id: str | int | None = None
+    codex_id: int | None = None
+
+    def log(self, outcome: str, seconds: float) -> None:
+        if not logger.isEnabledFor(logging.INFO):
+            return
+        context = trace.get_current_span().get_span_context()
+        trace_id = format(context.trace_id, "032x") if context.is_valid else None
+        duration_ms = round(seconds * 1000, 3)
+        logger.info(
+            "tool call %s %s in %.1f ms (codex %s, request %s, trace %s)",
+            self.tool,
+            outcome,
+            duration_ms,
+            self.codex_id,
+            self.request_id,
+            trace_id,
+            extra={
+                "tool": self.tool,
+                "outcome": outcome,
+                "duration_ms": duration_ms,
+                "codex_id": self.codex_id,
+                "request_id": self.request_id,
+                "trace_id": trace_id,
+            },
+        )
