@@ -16,7 +16,9 @@ from oauth2_provider.models import get_access_token_model, get_application_model
 from oauth2_provider.settings import oauth2_settings
 
 from authserver.tokens import OPERATOR_APPLICATION_NAME, revoke_tokens
+from codex_site.inputs import ascii_int
 from notebook import selectors
+from notebook.limits import MAX_BIGINT
 from notebook.models import Codex
 from notebook.selectors import WriterCounts
 
@@ -101,10 +103,10 @@ def _writer_counts(codex: Codex | None, client_ids: list[str]) -> dict[str, Writ
 
 def _revoked_notice(request: HttpRequest, codex: Codex | None) -> dict[str, Any] | None:
     """After a revoke: which application, and how many notes it wrote, to review (never deleted)."""
-    value = request.GET.get("revoked", "")
-    if not value.isdigit() or len(value) > 18:
+    pk = ascii_int(request.GET.get("revoked"), max_value=MAX_BIGINT)
+    if pk is None:
         return None
-    client_id = get_application_model().objects.filter(pk=int(value)).values_list("client_id", flat=True).first()
+    client_id = get_application_model().objects.filter(pk=pk).values_list("client_id", flat=True).first()
     if client_id is None:
         return None
     wrote = _writer_counts(codex, [client_id]).get(client_id, _NOTHING).wrote

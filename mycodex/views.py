@@ -23,10 +23,12 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 from oauth2_provider.models import get_application_model
 
+from codex_site.inputs import ascii_int
 from mycodex import history
 from mycodex.forms import CLEAR_PHRASE, ORDER_ID, ClearForm, ImportForm, SearchForm
 from notebook import selectors, services, transfer
 from notebook.exceptions import InvalidArgument, NotFound
+from notebook.limits import IMPORT_FORM_OVERHEAD_BYTES, MAX_BIGINT, MAX_SAFE_INTEGER
 from notebook.models import Codex, Entry
 from notebook.representations import entry_summary_dict
 from notebook.validation import SearchParams, parse_search_params
@@ -86,8 +88,8 @@ def _summaries(codex: Codex, entries: list[Entry]) -> list[dict[str, Any]]:
 
 def _application_client_id(value: str) -> str:
     """The client id an ``?app=`` value names: an application's id on this server or its client id."""
-    if value.isdigit() and len(value) < 19:
-        client_id = get_application_model().objects.filter(pk=int(value)).values_list("client_id", flat=True).first()
+    if (pk := ascii_int(value, max_value=MAX_BIGINT)) is not None:
+        client_id = get_application_model().objects.filter(pk=pk).values_list("client_id", flat=True).first()
         if client_id is not None:
             return client_id
     return value
@@ -152,8 +154,7 @@ def _own_entry(request: HttpRequest, entry_id: uuid.UUID) -> tuple[Codex, Entry]
 
 
 def _int_param(request: HttpRequest, name: str) -> int | None:
-    value = request.GET.get(name, "")
-    return int(value) if value.isdigit() and len(value) < 17 else None
+    return ascii_int(request.GET.get(name), max_value=MAX_SAFE_INTEGER)
 
 
 @login_required
@@ -289,8 +290,9 @@ def import_codex(request: HttpRequest) -> HttpResponse:
     limit = settings.CODEX_IMPORT_MAX_BYTES
     context: dict[str, Any] = {"limit": filesizeformat(limit), "report": None, "refused_file": None}
     # Refuse an oversized upload from its declared length, before Django reads the body.
-    declared = request.META.get("CONTENT_LENGTH") or "0"
-    if request.method == "POST" and declared.isdigit() and int(declared) > limit + 64 * 1024:
+    # (codex_site.bodies refuses it even earlier when uvicorn serves; this covers other handlers.)
+    declared = ascii_int(request.META.get("CONTENT_LENGTH"), max_value=10**30)
+    if request.method == "POST" and declared is not None and declared > limit + IMPORT_FORM_OVERHEAD_BYTES:
         context["form"] = ImportForm()
         context["refused_file"] = f"The upload is larger than the limit of {filesizeformat(limit)}."
         return render(request, "mycodex/import.html", context, status=413)

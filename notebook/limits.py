@@ -33,6 +33,14 @@ CANDIDATES_PER_PAGE = 100
 MAX_ARGUMENT_MEMBERS = 2_000
 MAX_BODY_BYTES = 1024 * 1024
 
+# The largest primary key of a BigAutoField (PostgreSQL bigint, SQLite integer): an id in
+# a query string above it can name no row.
+MAX_BIGINT = 2**63 - 1
+
+# An import upload's multipart envelope (boundaries, part headers, the CSRF field) on top
+# of the file itself: a request longer than the file limit plus this is refused unread.
+IMPORT_FORM_OVERHEAD_BYTES = 64 * 1024
+
 # Who wrote a revision (not a contract limit): an OAuth application's client id and name
 # are at most 255 characters in django-oauth-toolkit; the stored copies and an export
 # file's writer fields share that bound.
