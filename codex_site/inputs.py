@@ -11,10 +11,11 @@ character (Unicode category Cc).
 
 import re
 
+from notebook.validation import CONTROL_CHARACTER, SURROGATE, shown
+
+__all__ = ["ascii_int", "shown", "text_problem"]
+
 _ASCII_DIGITS = re.compile(r"[0-9]+")
-# Unicode category Cc is exactly U+0000-U+001F and U+007F-U+009F.
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def ascii_int(value: str | None, *, max_value: int) -> int | None:
@@ -29,21 +30,12 @@ def text_problem(value: object, *, max_chars: int, controls: bool = False, what:
     """Why ``value`` is not an acceptable text (a sentence naming ``what``), or None."""
     if not isinstance(value, str):
         return f"{what} must be a string"
-    if match := _SURROGATE.search(value):
+    if match := SURROGATE.search(value):
         return f"{what} contains an unpaired surrogate (U+{ord(match.group()):04X})"
     if len(value) > max_chars:
         return f"{what} is {len(value)} characters long; the limit is {max_chars}"
-    if not controls and (match := _CONTROL.search(value)):
+    if not controls and (match := CONTROL_CHARACTER.search(value)):
         return f"{what} contains a control character (U+{ord(match.group()):04X})"
     if controls and "\x00" in value:
         return f"{what} contains U+0000"
     return None
-
-
-def shown(value: object, *, max_chars: int = 100) -> str:
-    """``value`` made safe to show on a page or a terminal: surrogates and control characters
-    written as escapes, cut to ``max_chars``."""
-    text = value if isinstance(value, str) else ""
-    text = _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
-    text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
-    return text if len(text) <= max_chars else text[: max_chars - 1] + "…"

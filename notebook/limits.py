@@ -33,6 +33,13 @@ CANDIDATES_PER_PAGE = 100
 MAX_ARGUMENT_MEMBERS = 2_000
 MAX_BODY_BYTES = 1024 * 1024
 
+# Import (contract 9): times the services could have written lie from this moment to the
+# import's own time plus this much clock difference between the exporting server and this one.
+IMPORT_EARLIEST_TIME = "1970-01-01T00:00:00+00:00"
+IMPORT_CLOCK_SKEW_SECONDS = 24 * 3600
+# A refused entry's id and reason are shown cut to this many characters.
+IMPORT_REPORT_TEXT_CHARS = 300
+
 # The largest primary key of a BigAutoField (PostgreSQL bigint, SQLite integer): an id in
 # a query string above it can name no row.
 MAX_BIGINT = 2**63 - 1

@@ -9,6 +9,7 @@ passed, in one transaction: all or nothing, with a report of what was refused an
 import datetime as dt
 import hashlib
 import json
+import re
 import uuid
 import zipfile
 from collections.abc import Callable, Iterator
@@ -19,15 +20,22 @@ import yaml
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.text import slugify
+from pydantic_core import from_json
 
 from notebook import quotas
 from notebook.exceptions import InvalidArgument, ResourceExhausted
-from notebook.limits import MAX_SAFE_INTEGER, WRITER_FIELD_MAX_CHARS
+from notebook.limits import (
+    IMPORT_CLOCK_SKEW_SECONDS,
+    IMPORT_EARLIEST_TIME,
+    IMPORT_REPORT_TEXT_CHARS,
+    MAX_SAFE_INTEGER,
+    WRITER_FIELD_MAX_CHARS,
+)
 from notebook.models import Codex, Entry, EntryRelatedAgent, EntryRevision, EntryTag
 from notebook.representations import entry_dict, rfc3339_ms
 from notebook.services import apply_input
 from notebook.transactions import write_transaction
-from notebook.validation import EntryInput, parse_entry_id, parse_entry_input
+from notebook.validation import EntryInput, parse_entry_id, parse_entry_input, shown
 from notebook.writers import IMPORT, IMPORT_WRITER, KINDS, UNKNOWN, Writer
 
 EXPORT_FORMAT = "agent-codex-export"
@@ -242,33 +250,53 @@ _SNAPSHOT_FIELDS = tuple(member for member, _ in _SNAPSHOT_COLUMNS)
 
 
 def load_document(raw: bytes | str) -> dict[str, Any]:
-    """Parse an export file and check its envelope; ``ImportRefused`` says what is wrong."""
+    """Parse an export file and check its envelope; ``ImportRefused`` says what is wrong.
+
+    Parsed with the parser the MCP SDK uses, which refuses what ``json.loads`` would turn
+    into a Python fault: nesting past its recursion limit (``json.loads`` raises
+    ``RecursionError``), a ``\\u`` escape of a lone surrogate (a string no database or page
+    can hold), ``NaN`` and ``Infinity`` (not JSON).
+    """
     not_an_export = "this is not an Agent Codex export (a JSON file from Export)"
     try:
-        document = json.loads(raw)
-    except (UnicodeDecodeError, ValueError):
-        raise ImportRefused(f"{not_an_export}: it is not JSON") from None
+        document = from_json(raw, allow_inf_nan=False)
+    except ValueError as error:
+        if "recursion limit" in str(error):
+            raise ImportRefused(f"{not_an_export}: it is nested too deeply") from None
+        raise ImportRefused(f"{not_an_export}: it is not JSON ({shown(str(error))})") from None
     if not isinstance(document, dict) or document.get("format") != EXPORT_FORMAT:
         raise ImportRefused(f'{not_an_export}: it has no "format": "{EXPORT_FORMAT}"')
     version = document.get("version")
     if isinstance(version, bool) or version not in READABLE_VERSIONS:
         readable = " and ".join(str(v) for v in READABLE_VERSIONS)
-        raise ImportRefused(f"export version {version!r} is not supported (this server reads {readable})")
+        given = shown(json.dumps(version)) if isinstance(version, str | int | float) or version is None else "that"
+        raise ImportRefused(f"export version {given} is not supported (this server reads {readable})")
     if not isinstance(document.get("entries"), list):
         raise ImportRefused('the file has no "entries" array')
     return document
 
 
-def _moment(value: Any, path: str) -> dt.datetime:
+# RFC 3339 date-time (section 5.6) in ASCII digits, with its time zone; fromisoformat alone
+# also takes dates without a time, week dates, and digits of other scripts.
+_RFC3339 = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?([Zz]|[+-][0-9]{2}:[0-9]{2})")
+_EARLIEST = dt.datetime.fromisoformat(IMPORT_EARLIEST_TIME)
+
+
+def _moment(value: Any, path: str, latest: dt.datetime) -> dt.datetime:
+    """An RFC 3339 time the services could have written: from ``IMPORT_EARLIEST_TIME`` to
+    ``latest`` (the import's start plus the allowed clock skew), to the millisecond."""
     if not isinstance(value, str):
         raise InvalidArgument(f"{path} must be an RFC 3339 time string")
+    if not _RFC3339.fullmatch(value):
+        raise InvalidArgument(f"{path} is not an RFC 3339 time such as 2026-11-30T12:34:56.789Z")
     try:
-        moment = dt.datetime.fromisoformat(value)
-    except ValueError:
-        raise InvalidArgument(f"{path} is not an RFC 3339 time") from None
-    if moment.tzinfo is None:
-        raise InvalidArgument(f"{path} must carry a time zone (e.g. Z)")
-    moment = moment.astimezone(dt.UTC)
+        # Nanoseconds: Python keeps microseconds, and the services keep milliseconds.
+        moment = dt.datetime.fromisoformat(re.sub(r"(\.[0-9]{6})[0-9]+", r"\1", value.upper()))
+        moment = moment.astimezone(dt.UTC)  # OverflowError past year 1 or 9999
+    except (ValueError, OverflowError):
+        raise InvalidArgument(f"{path} is not a time in the calendar") from None
+    if not _EARLIEST <= moment <= latest:
+        raise InvalidArgument(f"{path} must be from {IMPORT_EARLIEST_TIME} to now; it is {value}")
     return moment.replace(microsecond=moment.microsecond // 1000 * 1000)
 
 
@@ -315,47 +343,74 @@ def _imported_writer(raw: Any, path: str) -> Writer:
     return Writer(IMPORT, None, values["clientId"], values["name"], values["scopes"])
 
 
-def _parse_entry(raw: Any, version: int) -> _ImportedEntry:
+def _unknown(members: Any, allowed: frozenset[str] | set[str], path: str | None) -> None:
+    extra = sorted(set(members) - set(allowed))
+    if extra:
+        name = shown(extra[0], max_chars=IMPORT_REPORT_TEXT_CHARS)
+        raise InvalidArgument(f"{path} has unknown member {name!r}" if path else f"unknown member {name!r}")
+
+
+def _same_fields(a: EntryInput, b: EntryInput) -> str | None:
+    """The first entry field in which ``a`` and ``b`` differ, by its export name."""
+    for member, attribute in (
+        ("title", "title"),
+        ("content", "content"),
+        ("tags", "tags"),
+        ("relatedAgentIds", "related_agent_ids"),
+        ("provenance", "provenance"),
+    ):
+        if getattr(a, attribute) != getattr(b, attribute):
+            return member
+    return None
+
+
+def _parse_entry(raw: Any, version: int, latest: dt.datetime) -> _ImportedEntry:
+    """One entry of an export file, refused unless the services could have written it:
+    the tools' rules for every field, times in the calendar and in order, and a history
+    that leads to it (snapshots 1 to ``revision``, oldest first; revision 1 recorded at
+    ``createdAt``, the newest at ``updatedAt`` with exactly the entry's fields)."""
     if not isinstance(raw, dict):
         raise InvalidArgument("the entry must be an object")
-    unknown = sorted(set(raw) - _ENTRY_MEMBERS - {"revisions"})
-    if unknown:
-        raise InvalidArgument(f"unknown member {unknown[0]!r}")
+    _unknown(raw, _ENTRY_MEMBERS | {"revisions"}, None)
     entry_id = parse_entry_id(raw.get("id"))
     revision = _revision_number(raw.get("revision"), "revision")
     data = _entry_input(raw, "entry")
-    created_at = _moment(raw.get("createdAt"), "createdAt")
-    updated_at = _moment(raw.get("updatedAt"), "updatedAt")
+    created_at = _moment(raw.get("createdAt"), "createdAt", latest)
+    updated_at = _moment(raw.get("updatedAt"), "updatedAt", latest)
     if updated_at < created_at:
         raise InvalidArgument("updatedAt is earlier than createdAt")
 
     raw_revisions = raw.get("revisions")
     if not isinstance(raw_revisions, list) or not raw_revisions:
         raise InvalidArgument("revisions must be a non-empty array of snapshots")
-    snapshots = []
-    seen: set[int] = set()
+    if len(raw_revisions) != revision:
+        raise InvalidArgument(
+            f"revisions must hold every snapshot from 1 to the entry's revision {revision}; it holds {len(raw_revisions)}"
+        )
+    snapshots: list[_Snapshot] = []
+    allowed = {"revision", "recordedAt", "writer"} if version >= 2 else {"revision", "recordedAt"}
     for index, snapshot in enumerate(raw_revisions):
         path = f"revisions[{index}]"
         if not isinstance(snapshot, dict):
             raise InvalidArgument(f"{path} must be an object")
-        allowed = {"revision", "recordedAt", "writer"} if version >= 2 else {"revision", "recordedAt"}
-        extra = sorted(set(snapshot) - set(_SNAPSHOT_FIELDS) - allowed)
-        if extra:
-            raise InvalidArgument(f"{path} has unknown member {extra[0]!r}")
+        _unknown(snapshot, set(_SNAPSHOT_FIELDS) | allowed, path)
         number = _revision_number(snapshot.get("revision"), f"{path}.revision")
-        if number in seen or number > revision:
-            raise InvalidArgument(f"{path}.revision {number} repeats or is above the entry's revision {revision}")
-        seen.add(number)
+        if number != index + 1:
+            raise InvalidArgument(f"{path}.revision is {number}; snapshots run from 1, oldest first, without gaps")
+        recorded_at = _moment(snapshot.get("recordedAt"), f"{path}.recordedAt", latest)
+        if snapshots and recorded_at < snapshots[-1].recorded_at:
+            raise InvalidArgument(f"{path}.recordedAt is earlier than revision {index}'s")
         snapshots.append(
             _Snapshot(
-                number,
-                _entry_input(snapshot, path),
-                _moment(snapshot.get("recordedAt"), f"{path}.recordedAt"),
-                _imported_writer(snapshot.get("writer"), f"{path}.writer"),
+                number, _entry_input(snapshot, path), recorded_at, _imported_writer(snapshot.get("writer"), f"{path}.writer")
             )
         )
-    if revision not in seen:
-        raise InvalidArgument(f"revisions has no snapshot of the current revision {revision}")
+    if snapshots[0].recorded_at != created_at:
+        raise InvalidArgument("createdAt differs from revision 1's recordedAt")
+    if snapshots[-1].recorded_at != updated_at:
+        raise InvalidArgument(f"updatedAt differs from the newest revision's ({revision}) recordedAt")
+    if member := _same_fields(data, snapshots[-1].data):
+        raise InvalidArgument(f"the entry's {member} differs from its newest revision's ({revision}) snapshot")
     return _ImportedEntry(entry_id, revision, data, created_at, updated_at, tuple(snapshots))
 
 
@@ -432,9 +487,10 @@ def codex_import(*, codex: Codex, document: dict[str, Any], progress: Progress |
     report = ImportReport(total=len(raw_entries))
     parsed: list[_ImportedEntry] = []
     seen_ids: set[uuid.UUID] = set()
+    latest = timezone.now() + dt.timedelta(seconds=IMPORT_CLOCK_SKEW_SECONDS)
     for index, raw in enumerate(raw_entries):
         try:
-            item = _parse_entry(raw, document["version"])
+            item = _parse_entry(raw, document["version"], latest)
             if item.entry_id in seen_ids:
                 raise InvalidArgument("the same id appears earlier in the file")
             seen_ids.add(item.entry_id)
@@ -443,7 +499,7 @@ def codex_import(*, codex: Codex, document: dict[str, Any], progress: Progress |
             report.refused_count += 1
             if len(report.refused) < REPORT_MAX_REFUSALS:
                 raw_id = raw.get("id") if isinstance(raw, dict) else None
-                report.refused.append(Refusal(index, raw_id if isinstance(raw_id, str) else "", error.message))
+                report.refused.append(Refusal(index, shown(raw_id, max_chars=IMPORT_REPORT_TEXT_CHARS), shown(error.message, max_chars=IMPORT_REPORT_TEXT_CHARS)))
     if report.refused_count:
         return report
 

@@ -39,8 +39,17 @@ ENTRY_FIELDS = frozenset({"content", "title", "tags", "relatedAgentIds", "proven
 ENTRY_ID_PATTERN = re.compile(ENTRY_ID_REGEX)
 
 # Unicode category Cc is exactly U+0000-U+001F and U+007F-U+009F.
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
-_SURROGATE = re.compile("[\ud800-\udfff]")
+CONTROL_CHARACTER = re.compile("[\x00-\x1f\x7f-\x9f]")
+SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def shown(value: object, *, max_chars: int = 100) -> str:
+    """``value`` made safe to show on a page or a terminal (neither can encode a lone
+    surrogate): surrogates and control characters written as escapes, cut to ``max_chars``."""
+    text = value if isinstance(value, str) else ""
+    text = SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
+    text = CONTROL_CHARACTER.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
+    return text if len(text) <= max_chars else text[: max_chars - 1] + "…"
 
 
 @dataclass(frozen=True)
@@ -78,13 +87,13 @@ def _string(value: Any, path: str, *, min_chars: int = 1, max_chars: int | None 
     (unless ``controls``) absence of control characters."""
     if not isinstance(value, str):
         raise InvalidArgument(f"{path} must be a string")
-    if match := _SURROGATE.search(value):
+    if match := SURROGATE.search(value):
         raise InvalidArgument(f"{path} contains an unpaired surrogate ({_describe(match.group())}); send valid Unicode")
     if len(value) < min_chars:
         raise InvalidArgument(f"{path} must not be empty" if min_chars == 1 else f"{path} is too short")
     if max_chars is not None and len(value) > max_chars:
         raise InvalidArgument(f"{path} is {len(value)} characters long; the limit is {max_chars}")
-    if not controls and (match := _CONTROL.search(value)):
+    if not controls and (match := CONTROL_CHARACTER.search(value)):
         raise InvalidArgument(f"{path} contains a control character ({_describe(match.group())})")
     return value
 
@@ -114,7 +123,7 @@ def _check_provenance_tree(value: Any, path: str, depth: int) -> None:
                     raise InvalidArgument(f"{path} has a non-string key")
                 if "\x00" in key:
                     raise InvalidArgument(f"{path} has a key containing U+0000")
-                if _SURROGATE.search(key):
+                if SURROGATE.search(key):
                     raise InvalidArgument(f"{path} has a key containing an unpaired surrogate")
                 _check_provenance_tree(item, f"{path}.{key}", depth + 1)
         else:
@@ -123,7 +132,7 @@ def _check_provenance_tree(value: Any, path: str, depth: int) -> None:
     elif isinstance(value, str):
         if "\x00" in value:
             raise InvalidArgument(f"{path} contains U+0000, which cannot be stored")
-        if _SURROGATE.search(value):
+        if SURROGATE.search(value):
             raise InvalidArgument(f"{path} contains an unpaired surrogate; send valid Unicode")
     elif isinstance(value, float):
         if not math.isfinite(value):
