@@ -1,11 +1,14 @@
 """Guards in front of DOT's Dynamic Client Registration endpoints (RFC 7591/7592).
 
 DOT parses registration bodies with ``json.loads``, which raises ``RecursionError``
-(an HTTP 500) on a deeply nested body. The body is checked first with the parser the
-MCP SDK uses, which refuses such nesting with a plain error. And since this server
-serves only the authorization-code and refresh-token grants, a registration asking
-for any other grant is refused here rather than creating a client that could never
-get a token.
+(an HTTP 500) on a deeply nested body and lets a ``\\u`` escape of a lone surrogate
+through to the database (a 500 again). The body is checked first with the parser the
+MCP SDK uses, which refuses both with a plain error. The members DOT stores are checked
+here as texts (``codex_site.inputs``): ``client_name`` a string (``null`` reached a NOT
+NULL column) of at most 255 characters without control characters, each redirect URI a
+string without them. And since this server serves only the authorization-code and
+refresh-token grants, a registration asking for any other grant is refused here rather
+than creating a client that could never get a token.
 
 Every answer of both endpoints is marked ``Cache-Control: no-store`` (and ``Pragma:
 no-cache``): a registration answer carries the ``registration_access_token`` that manages
@@ -20,7 +23,13 @@ from django.views.decorators.csrf import csrf_exempt
 from oauth2_provider.views.dynamic_client_registration import DynamicClientRegistrationManagementView
 from pydantic_core import from_json
 
+from codex_site.inputs import text_problem
+
 ADVERTISED_GRANT_TYPES = frozenset({"authorization_code", "refresh_token"})
+# DOT's Application.name column.
+CLIENT_NAME_MAX_CHARS = 255
+REDIRECT_URI_MAX_CHARS = 2_048
+REDIRECT_URIS_MAX_ITEMS = 32
 
 
 def _invalid_metadata(description: str) -> JsonResponse:
@@ -32,15 +41,30 @@ def registration_body_problem(request: HttpRequest) -> JsonResponse | None:
     if request.method not in {"POST", "PUT"}:
         return None
     try:
-        data = from_json(request.body)
+        data = from_json(request.body, allow_inf_nan=False)
     except ValueError as error:
         if "recursion limit" in str(error):
             return _invalid_metadata("Request body is nested too deeply")
-        return None  # DOT answers other malformed bodies itself
-    if isinstance(data, dict):
-        grant_types = data.get("grant_types")
-        if isinstance(grant_types, list) and not set(map(str, grant_types)) <= ADVERTISED_GRANT_TYPES:
-            return _invalid_metadata("grant_types may contain only authorization_code and refresh_token")
+        return _invalid_metadata("Request body must be valid JSON in UTF-8 without lone surrogates")
+    if not isinstance(data, dict):
+        return None  # DOT answers that itself
+    grant_types = data.get("grant_types")
+    if isinstance(grant_types, list) and not set(map(str, grant_types)) <= ADVERTISED_GRANT_TYPES:
+        return _invalid_metadata("grant_types may contain only authorization_code and refresh_token")
+    if "client_name" in data and (
+        problem := text_problem(data["client_name"], max_chars=CLIENT_NAME_MAX_CHARS, what="client_name")
+    ):
+        return _invalid_metadata(problem + " (omit it for no name)")
+    redirect_uris = data.get("redirect_uris", [])
+    if isinstance(redirect_uris, list):
+        if len(redirect_uris) > REDIRECT_URIS_MAX_ITEMS:
+            return _invalid_metadata(f"redirect_uris may hold at most {REDIRECT_URIS_MAX_ITEMS} URIs")
+        for index, uri in enumerate(redirect_uris):
+            if problem := text_problem(uri, max_chars=REDIRECT_URI_MAX_CHARS, what=f"redirect_uris[{index}]"):
+                return _invalid_metadata(problem)
+            if any(character.isspace() for character in uri):
+                # DOT keeps the URIs in one space-separated column.
+                return _invalid_metadata(f"redirect_uris[{index}] contains white space")
     return None
 
 

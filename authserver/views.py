@@ -69,6 +69,22 @@ class CodexAuthorizationView(AuthorizationView):
                 return self.error_response(error, application=None)
         return super().dispatch(request, *args, **kwargs)
 
+    def form_invalid(self, form: Any) -> HttpResponse:
+        # A consent POST missing the hidden fields the consent page sends (DOT would render
+        # the consent page again, for an application it never looked up: a 500).
+        return self._refused("The approval form is incomplete; start again from the application.")
+
+    def form_valid(self, form: Any) -> HttpResponse:
+        # DOT looks the client up with .get(): an unknown client_id would be a 500.
+        if not get_application_model().objects.filter(client_id=form.cleaned_data["client_id"]).exists():
+            return self._refused("The approval form names an application this server does not know.")
+        return super().form_valid(form)
+
+    def _refused(self, description: str) -> HttpResponse:
+        """The consent page's error form, for a POST that no consent page could have sent."""
+        error = {"error": "invalid_request", "description": description}
+        return render(self.request, self.template_name, {"error": error}, status=400)
+
     def redirect(self, redirect_to: str, application: Any) -> HttpResponse:
         return super().redirect(_with_iss(redirect_to), application)
 
