@@ -11,6 +11,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "codex_site.settings")
 
 django_app = get_asgi_application()  # sets Django up before the MCP side imports models
 
+from codex_site.bodies import BodyLimit  # noqa: E402
 from codex_site.checks import refuse_to_serve_a_bad_configuration  # noqa: E402
 from common import tracing  # noqa: E402
 from mcp_endpoint.http import MCP_PATHS, build_mcp_http_app  # noqa: E402
@@ -25,7 +26,8 @@ GC_YOUNGEST_THRESHOLD = 10_000
 
 def build_application():
     """A fresh router. The SDK's session manager runs once per instance, so each
-    server (uvicorn, or a test's live server) needs its own."""
+    server (uvicorn, or a test's live server) needs its own. Every request's body is
+    bounded in size and time before either side sees it (``codex_site.bodies``)."""
     mcp_app = build_mcp_http_app()
 
     async def application(scope, receive, send) -> None:
@@ -34,7 +36,7 @@ def build_application():
         else:
             await django_app(scope, receive, send)
 
-    return application
+    return BodyLimit(application)
 
 
 application = build_application()

@@ -100,6 +100,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: a form body in a charset Django cannot read is a 415 before anything reads it.
+    "codex_site.middleware.FormCharsetMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     # Before CommonMiddleware, so that preflights are answered before anything else runs.
@@ -218,6 +220,11 @@ if _public.scheme == "https":
 # `manage.py codex_import` for larger ones). Uploads over FILE_UPLOAD_MAX_MEMORY_SIZE
 # (Django's 2.5 MB default) are spooled to a temporary file, not held in memory.
 CODEX_IMPORT_MAX_BYTES = envint("CODEX_IMPORT_MAX_BYTES", 32 * 1024 * 1024)
+# Every request body, before Django or the MCP SDK sees it (codex_site.bodies): at most this
+# many bytes (413; the import upload has CODEX_IMPORT_MAX_BYTES, /mcp the contract's 1 MiB),
+# arriving within this many seconds of the request's headers (408).
+CODEX_BODY_MAX_BYTES = envint("CODEX_BODY_MAX_BYTES", 1024 * 1024)
+CODEX_BODY_TIMEOUT_SECONDS = envint("CODEX_BODY_TIMEOUT_SECONDS", 60)
 # Rate limits per client address: dynamic client registrations per hour, and sign-ins
 # that make the server fetch a new client's metadata document per 10 minutes.
 CODEX_DCR_RATE_LIMIT = envint("CODEX_DCR_RATE_LIMIT", 20)
@@ -322,13 +329,20 @@ LOGGING = {
         "json": {"()": "codex_site.logs.CodexJsonFormatter"},
     },
     "filters": {
+        # A client's mistake (a 4xx, a bad Host, a broken form) is one WARNING line without a
+        # traceback; ERROR is left for the server's own faults (codex_site.logfilters).
+        "client_mistakes": {"()": "codex_site.logfilters.ClientMistakesAreWarnings"},
         "access_query_values": {"()": "codex_site.logs.AccessLogQueryValues"},
         # Their DEBUG lines carry authorization codes, state and tokens: dropped whatever
         # CODEX_LOG_LEVEL says (as django.db.backends' below, whose DEBUG lines carry notes).
         "no_oauth_debug": {"()": "codex_site.logs.NoDebugFrom", "names": ["oauthlib", "oauth2_provider"]},
     },
     "handlers": {
-        "console": {"class": "logging.StreamHandler", "formatter": CODEX_LOG_FORMAT, "filters": ["no_oauth_debug"]}
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": CODEX_LOG_FORMAT,
+            "filters": ["no_oauth_debug", "client_mistakes"],
+        }
     },
     "root": {"handlers": ["console"], "level": os.environ.get("CODEX_LOG_LEVEL", "INFO")},
     "loggers": {

@@ -1,4 +1,5 @@
 from django.contrib import admin
+from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from oauth2_provider import urls as dot_urls
 from oauth2_provider.views import OAuthServerMetadataView
@@ -23,7 +24,15 @@ urlpatterns = [
     path("", site_views.home, name="home"),
     path("healthz", site_views.healthz, name="healthz"),
     path("admin/", admin.site.urls),
-    path("accounts/", include("django.contrib.auth.urls")),
+    # Sign-in, sign-out and changing one's password. Not the password-reset pages: they
+    # mail a link, and this server sends no mail (an operator sets a forgotten password
+    # with `manage.py changepassword`).
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("accounts/password_change/", auth_views.PasswordChangeView.as_view(), name="password_change"),
+    path(
+        "accounts/password_change/done/", auth_views.PasswordChangeDoneView.as_view(), name="password_change_done"
+    ),
     path("account/clients/", include("authserver.urls")),
     path("codex/", include("mycodex.urls")),
     # RFC 8414 metadata for issuer <base>/o: the path-suffixed form MCP clients try first,

@@ -1,0 +1,138 @@
+"""Request bodies, bounded in front of everything the ASGI application serves.
+
+Django's ASGI handler reads a whole body (into memory, then a temporary file) before any
+view runs, so a view's own size check comes too late: a client declaring a terabyte and
+sending six bytes held a worker task for as long as it liked. ``BodyLimit`` wraps the
+router (``codex_site.asgi``) and, for every HTTP request:
+
+- answers 413 at once, without reading anything, when ``Content-Length`` is over the
+  path's limit (``limit_for``);
+- counts what arrives and stops reading once the limit is passed (a chunked body has no
+  ``Content-Length``): the application gets at most one message more than the limit,
+  then is told the client went away, and the client gets 413;
+- gives the whole body ``CODEX_BODY_TIMEOUT_SECONDS`` to arrive from the moment the
+  request's headers did; past that the application is told the client went away, and
+  the client gets 408.
+
+Once the body is complete, ``receive`` is passed through untouched (Django and the SDK
+then wait on it for the client's disconnect, which must not time out). uvicorn has no
+timeout for a request's *headers*: a connection whose headers never finish is closed only
+by a proxy in front (nginx's ``client_header_timeout``, ``deploy/nginx/``).
+"""
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from django.conf import settings
+
+from codex_site.inputs import ascii_int
+from notebook.limits import IMPORT_FORM_OVERHEAD_BYTES, MAX_BODY_BYTES
+
+Scope = dict[str, Any]
+Message = dict[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+# The MCP endpoint's limit is the contract's (section 7), not a setting.
+MCP_PATHS = frozenset({"/mcp", "/mcp/"})
+IMPORT_PATH = "/codex/import/"
+
+
+def limit_for(path: str) -> int:
+    """The largest body accepted on ``path``, in bytes."""
+    if path in MCP_PATHS:
+        return MAX_BODY_BYTES
+    if path == IMPORT_PATH:
+        return settings.CODEX_IMPORT_MAX_BYTES + IMPORT_FORM_OVERHEAD_BYTES
+    return settings.CODEX_BODY_MAX_BYTES
+
+
+def _refusal(scope: Scope, status: int, message: str) -> tuple[list[tuple[bytes, bytes]], bytes]:
+    """A short answer for a client that is not told anything else: HTML for a browser, JSON otherwise."""
+    accept = next((value for name, value in scope.get("headers", ()) if name == b"accept"), b"")
+    if b"text/html" in accept:
+        title = "Request too large" if status == 413 else "Request timed out"
+        body = f"<!doctype html><title>{title}</title><h1>{title}</h1><p>{message}</p>".encode()
+        content_type = b"text/html; charset=utf-8"
+    else:
+        error = "request_too_large" if status == 413 else "request_timeout"
+        body = json.dumps({"error": error, "error_description": message}).encode()
+        content_type = b"application/json"
+    headers = [
+        (b"content-type", content_type),
+        (b"content-length", str(len(body)).encode()),
+        # The rest of the body is never read, so the connection cannot carry another request.
+        (b"connection", b"close"),
+    ]
+    return headers, body
+
+
+async def _answer(scope: Scope, send: Send, status: int, message: str) -> None:
+    headers, body = _refusal(scope, status, message)
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+class BodyLimit:
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        limit = limit_for(scope.get("path", ""))
+        declared = next((value for name, value in scope.get("headers", ()) if name == b"content-length"), None)
+        if declared is not None:
+            length = ascii_int(declared.decode("latin-1"), max_value=10**30)
+            if length is not None and length > limit:
+                await _answer(scope, send, 413, f"The request body is over the limit of {limit} bytes.")
+                return
+
+        timeout = settings.CODEX_BODY_TIMEOUT_SECONDS
+        deadline = time.monotonic() + timeout
+        received = 0
+        complete = False
+        refused: int | None = None
+        started = False
+
+        async def bounded_receive() -> Message:
+            nonlocal received, complete, refused
+            if complete:
+                return await receive()
+            if refused is not None:
+                return {"type": "http.disconnect"}
+            try:
+                async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+                    message = await receive()
+            except TimeoutError:
+                refused = 408
+                return {"type": "http.disconnect"}
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > limit:
+                    # Handed on as if more were coming, so that an application counting
+                    # for itself (the MCP guard) answers its own 413; the next receive
+                    # says the client went away.
+                    refused = 413
+                    return {**message, "more_body": True}
+                if not message.get("more_body", False):
+                    complete = True
+            return message
+
+        async def watched_send(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        await self.app(scope, bounded_receive, watched_send)
+        if refused is not None and not started:
+            if refused == 413:
+                await _answer(scope, send, 413, f"The request body is over the limit of {limit} bytes.")
+            else:
+                await _answer(scope, send, 408, f"The request body did not arrive within {timeout} seconds.")

@@ -1,0 +1,85 @@
+"""What every hostile-input test checks after each case: what the server's configured log
+handlers emitted (no ERROR, no traceback), and that the database holds only what the
+services could have written."""
+
+import contextlib
+import io
+import logging
+from collections.abc import Iterator
+
+from django.test import SimpleTestCase
+
+from notebook import quotas
+from notebook.models import Codex, Entry, EntryRelatedAgent, EntryRevision, EntryTag
+from notebook.validation import normalize_for_search
+
+# Loggers the test runner quiets; raised to INFO while logs are captured, so that what a
+# production server would print (at its default INFO) is what the test sees.
+_QUIETED = ("", "django", "django.request", "django.security", "django.server")
+
+
+@contextlib.contextmanager
+def emitted_logs() -> Iterator[io.StringIO]:
+    """Everything the configured handlers (their formatters and filters included) emit at
+    INFO and above while the block runs, in this process's threads (a live server's too)."""
+    stream = io.StringIO()
+    root = logging.getLogger()
+    handlers = [handler for handler in root.handlers if isinstance(handler, logging.StreamHandler)]
+    streams = [handler.setStream(stream) for handler in handlers]
+    levels = [(logging.getLogger(name), logging.getLogger(name).level) for name in _QUIETED]
+    for logger, _ in levels:
+        logger.setLevel(logging.INFO)
+    try:
+        yield stream
+    finally:
+        for logger, level in levels:
+            logger.setLevel(level)
+        for handler, old in zip(handlers, streams, strict=True):
+            handler.setStream(old)
+
+
+def consistency_problems() -> list[str]:
+    """What in the database no sequence of service calls could have written."""
+    problems = []
+    revisions: dict = {}
+    for revision in EntryRevision.objects.order_by("entry_id", "revision"):
+        revisions.setdefault(revision.entry_id, []).append(revision)
+    tags: dict = {}
+    for entry_id, value in EntryTag.objects.values_list("entry_id", "value"):
+        tags.setdefault(entry_id, set()).add(value)
+    agents: dict = {}
+    for entry_id, value in EntryRelatedAgent.objects.values_list("entry_id", "value"):
+        agents.setdefault(entry_id, set()).add(value)
+    for entry in Entry.objects.all():
+        history = revisions.get(entry.id, [])
+        if [r.revision for r in history] != list(range(1, entry.revision + 1)):
+            problems.append(f"{entry.id}: revisions {[r.revision for r in history]} at revision {entry.revision}")
+            continue
+        newest = history[-1]
+        current = (entry.title, entry.content, entry.tags, entry.related_agent_ids, entry.provenance)
+        snapshot = (newest.title, newest.content, newest.tags, newest.related_agent_ids, newest.provenance)
+        if current != snapshot:
+            problems.append(f"{entry.id}: current fields differ from the newest snapshot")
+        if history[0].recorded_at != entry.created_at or newest.recorded_at != entry.updated_at:
+            problems.append(f"{entry.id}: times disagree with the snapshots")
+        if any(a.recorded_at > b.recorded_at for a, b in zip(history, history[1:])):
+            problems.append(f"{entry.id}: snapshots out of time order")
+        if tags.get(entry.id, set()) != set(entry.tags) or agents.get(entry.id, set()) != set(entry.related_agent_ids):
+            problems.append(f"{entry.id}: index rows differ from the fields")
+        if entry.content_bytes != len(entry.content.encode()) or entry.search_content != normalize_for_search(
+            entry.content
+        ):
+            problems.append(f"{entry.id}: derived columns differ")
+        if entry.codex_id != newest.codex_id:
+            problems.append(f"{entry.id}: revision in another codex")
+    for codex in Codex.objects.all():
+        count = Entry.objects.filter(codex=codex).count()
+        stored = quotas.revisions_bytes(EntryRevision.objects.filter(codex=codex))
+        if (codex.entry_count, codex.stored_bytes) != (count, stored):
+            problems.append(f"codex {codex.pk}: usage {codex.entry_count}/{codex.stored_bytes}, holds {count}/{stored}")
+    return problems
+
+
+def assert_consistent(test: SimpleTestCase) -> None:
+    problems = consistency_problems()
+    test.assertEqual(problems, [], "\n".join(problems[:20]))

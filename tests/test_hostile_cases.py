@@ -1,0 +1,361 @@
+"""One test per class of hostile input that once gave a 500, a hang or an ERROR line
+(issue 25): Unicode digits in integer parameters, import values Python cannot hold,
+imports that contradict their own history, the consent POST, registration texts, form
+bodies in another charset, bodies that never come, and client mistakes logged as faults."""
+
+import copy
+import json
+import socket
+import time
+
+import httpx2
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import Client
+from django.urls import reverse
+from oauth2_provider.models import get_application_model
+
+from notebook import services, transfer
+from notebook.models import Entry
+from notebook.validation import parse_entry_input
+from tests.base import NotebookTestCase, connect_application
+from tests.hostile import assert_consistent, emitted_logs
+from tests.live import LiveServerTestCase
+from tests.test_transfer import export_of
+
+IMPORT = reverse("mycodex:import")
+
+
+def upload(document: object) -> dict:
+    raw = document if isinstance(document, bytes) else json.dumps(document).encode()
+    return {"file": SimpleUploadedFile("codex.json", raw)}
+
+
+class UnicodeDigitsTest(NotebookTestCase):
+    def setUp(self) -> None:
+        self.client.force_login(self.alice)
+        self.entry = self.save(content="one")
+
+    def test_integer_parameters_take_ascii_digits_only(self) -> None:
+        for url in [
+            reverse("authserver:clients") + "?revoked=%C2%B2",
+            reverse("authserver:clients") + "?revoked=%D9%A3",  # ARABIC-INDIC DIGIT THREE
+            reverse("mycodex:entry", args=[self.entry.id]) + "?from=%C2%B2&to=1",
+            reverse("mycodex:entry", args=[self.entry.id]) + "?from=1&to=%EF%BC%91",  # FULLWIDTH ONE
+            reverse("mycodex:list") + "?app=%C2%B2",
+            reverse("mycodex:list") + "?app=%F0%9D%9F%99",  # MATHEMATICAL DOUBLE-STRUCK ONE
+        ]:
+            with self.subTest(url=url), emitted_logs() as logs:
+                response = self.client.get(url)
+                self.assertLess(response.status_code, 500)
+                self.assertNotIn("ERROR", logs.getvalue())
+
+
+class ImportValuesPythonCannotHoldTest(NotebookTestCase):
+    def setUp(self) -> None:
+        self.client.force_login(self.alice)
+        entry = self.save(content="one")
+        self.document = export_of(self.alice_codex)
+        services.codex_clear(codex=self.alice_codex)
+        self.entry_id = str(entry.id)
+
+    def post(self, document: object):
+        with emitted_logs() as logs:
+            response = self.client.post(IMPORT, upload(document))
+        self.assertNotIn("ERROR", logs.getvalue())
+        self.assertFalse(Entry.objects.filter(codex=self.alice_codex).exists())
+        return response
+
+    def test_a_deeply_nested_file_is_refused(self) -> None:
+        for raw in [b"[" * 100_000 + b"]" * 100_000, b'{"a":' * 5_000 + b"1" + b"}" * 5_000]:
+            with self.subTest(size=len(raw)):
+                self.assertContains(self.post(raw), "nested too deeply", status_code=400)
+
+    def test_times_at_the_edges_of_the_calendar_are_refused(self) -> None:
+        for moment in ["0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00", "0001-01-01T00:00:00Z", "1969-12-31T23:59:59Z", "9999-12-31T23:59:59Z"]:
+            for member in ("createdAt", "updatedAt"):
+                with self.subTest(moment=moment, member=member):
+                    document = copy.deepcopy(self.document)
+                    document["entries"][0][member] = moment
+                    self.assertEqual(self.post(document).status_code, 400)
+            with self.subTest(moment=moment, member="recordedAt"):
+                document = copy.deepcopy(self.document)
+                document["entries"][0]["revisions"][0]["recordedAt"] = moment
+                self.assertEqual(self.post(document).status_code, 400)
+
+    def test_a_lone_surrogate_id_is_refused_without_breaking_the_page(self) -> None:
+        document = copy.deepcopy(self.document)
+        document["entries"][0]["id"] = "\ud800"
+        raw = json.dumps(document).encode()  # ensure_ascii: the file carries "\ud800" as an escape
+        self.assertContains(self.post(raw), "the file is not JSON", status_code=400)
+        # A document built in Python (not parsed from a file) reports the id escaped.
+        report = transfer.codex_import(codex=self.alice_codex, document=document)
+        self.assertEqual(report.refused[0].entry_id, "\\ud800")
+        self.assertIn("UUIDv4", report.refused[0].reason)
+
+    def test_a_lone_surrogate_in_the_envelope_is_refused(self) -> None:
+        for change in ({"version": "\udfff"}, {"format": "\ud800"}, {"entries": "\ud800"}):
+            with self.subTest(change=change):
+                self.assertEqual(self.post({**self.document, **change}).status_code, 400)
+
+
+class ImportContradictingHistoryTest(NotebookTestCase):
+    def setUp(self) -> None:
+        entry = self.save(title="A", content="one", tags=["t"])
+        services.entry_update(
+            codex=self.alice_codex,
+            entry_id=entry.id,
+            expected_revision=1,
+            data=parse_entry_input({"title": "A", "content": "two", "tags": ["t"]}),
+        )
+        self.good = export_of(self.alice_codex)["entries"][0]
+        services.codex_clear(codex=self.alice_codex)
+
+    def refused(self, entry: dict) -> str:
+        document = {"format": "agent-codex-export", "version": 2, "entries": [entry]}
+        report = transfer.codex_import(codex=self.bob_codex, document=document)
+        self.assertFalse(report.applied, entry)
+        self.assertFalse(Entry.objects.filter(codex=self.bob_codex).exists())
+        return report.refused[0].reason
+
+    def test_the_good_entry_imports(self) -> None:
+        document = {"format": "agent-codex-export", "version": 2, "entries": [self.good]}
+        self.assertTrue(transfer.codex_import(codex=self.bob_codex, document=document).applied)
+        assert_consistent(self)
+
+    def test_entries_that_contradict_their_newest_snapshot_are_refused(self) -> None:
+        for member, value in [("title", "B"), ("content", "three"), ("tags", ["u"]), ("relatedAgentIds", ["x"])]:
+            with self.subTest(member=member):
+                entry = {**copy.deepcopy(self.good), member: value}
+                self.assertIn("newest revision", self.refused(entry))
+        entry = copy.deepcopy(self.good)
+        entry["provenance"] = {"source": "planted"}
+        self.assertIn("newest revision", self.refused(entry))
+        entry = copy.deepcopy(self.good)
+        del entry["title"]
+        self.assertIn("newest revision", self.refused(entry))
+
+    def test_revisions_must_run_from_1_to_the_entry_revision_in_time_order(self) -> None:
+        entry = copy.deepcopy(self.good)
+        entry["revisions"] = entry["revisions"][1:]  # revision 1 missing
+        self.assertIn("revisions", self.refused(entry))
+        entry = copy.deepcopy(self.good)
+        entry["revisions"].reverse()  # 2 before 1
+        self.assertIn("revisions", self.refused(entry))
+        entry = copy.deepcopy(self.good)
+        first, second = entry["revisions"]
+        first["recordedAt"], second["recordedAt"] = second["recordedAt"], "2020-01-01T00:00:00.000Z"
+        self.assertIn("recordedAt", self.refused(entry))
+
+    def test_times_must_agree_with_the_snapshots(self) -> None:
+        entry = copy.deepcopy(self.good)
+        entry["createdAt"] = "2020-01-01T00:00:00.000Z"  # revision 1 was recorded later
+        self.assertIn("createdAt", self.refused(entry))
+        entry = copy.deepcopy(self.good)
+        entry["updatedAt"] = "2099-01-01T00:00:00.000Z"  # in the future, and not the newest snapshot's time
+        self.assertIn("updatedAt", self.refused(entry))
+
+    def test_an_id_that_is_not_a_version_4_uuid_is_refused(self) -> None:
+        entry = {**copy.deepcopy(self.good), "id": "11111111-1111-1111-8111-111111111111"}
+        self.assertIn("UUIDv4", self.refused(entry))
+
+
+class ConsentPostTest(NotebookTestCase):
+    def setUp(self) -> None:
+        self.client = Client(enforce_csrf_checks=True)
+        self.client.force_login(self.alice)
+        self.client.get("/accounts/login/")  # a CSRF cookie
+        self.csrf = self.client.cookies["csrftoken"].value
+        self.application, _ = connect_application(self.alice, "desk")
+
+    def post(self, data: dict):
+        with emitted_logs() as logs:
+            response = self.client.post("/o/authorize/", {"csrfmiddlewaretoken": self.csrf, **data})
+        self.assertNotIn("ERROR", logs.getvalue())
+        return response
+
+    def test_a_consent_post_with_nothing_but_the_token_is_a_clear_400(self) -> None:
+        for data in [{"allow": "Authorize"}, {}, {"allow": "Authorize", "redirect_uri": "http://127.0.0.1:9/callback"}]:
+            with self.subTest(data=data):
+                self.assertEqual(self.post(data).status_code, 400)
+
+    def test_a_consent_post_for_an_unknown_client_is_a_clear_400(self) -> None:
+        response = self.post(
+            {
+                "allow": "Authorize",
+                "client_id": "no-such-client",
+                "redirect_uri": "http://127.0.0.1:9/callback",
+                "response_type": "code",
+                "scope": "notes:read",
+                "code_challenge": "x" * 43,
+                "code_challenge_method": "S256",
+            }
+        )
+        self.assertEqual(response.status_code, 400)
+
+
+class RegistrationTextTest(NotebookTestCase):
+    def register(self, body: bytes):
+        with emitted_logs() as logs:
+            response = self.client.post("/o/register/", body, content_type="application/json")
+        self.assertNotIn("ERROR", logs.getvalue())
+        return response
+
+    def test_a_null_or_broken_client_name_is_invalid_metadata(self) -> None:
+        before = get_application_model().objects.count()
+        for name in ["null", '"\\ud800"', '"a\\u0000b"', '"tab\\there"', json.dumps("x" * 256), "17", "[]"]:
+            with self.subTest(name=name):
+                body = b'{"client_name": ' + name.encode() + b', "redirect_uris": ["http://127.0.0.1:9/cb"]}'
+                response = self.register(body)
+                self.assertEqual(response.status_code, 400, response.content)
+                self.assertEqual(response.json()["error"], "invalid_client_metadata")
+        self.assertEqual(get_application_model().objects.count(), before)
+
+    def test_a_lone_surrogate_in_a_redirect_uri_is_invalid_metadata(self) -> None:
+        response = self.register(b'{"redirect_uris": ["http://127.0.0.1:9/\\udc00"]}')
+        self.assertEqual(response.status_code, 400, response.content)
+
+
+class LiveHostileCase(LiveServerTestCase):
+    def setUp(self) -> None:
+        self.user = self.make_user("alice")
+        self.client = httpx2.Client(base_url=self.live.base_url, timeout=20, follow_redirects=False)
+        self.addCleanup(self.client.close)
+
+    def sign_in(self) -> str:
+        page = self.client.get("/accounts/login/")
+        csrf = page.cookies.get("csrftoken") or self.client.cookies["csrftoken"]
+        response = self.client.post(
+            "/accounts/login/",
+            data={"username": "alice", "password": "alice-password", "csrfmiddlewaretoken": csrf},
+            headers={"Referer": self.live.base_url + "/accounts/login/"},
+        )
+        self.assertEqual(response.status_code, 302, response.text[:300])
+        return self.client.cookies["csrftoken"]
+
+
+class OtherCharsetTest(LiveHostileCase):
+    def test_form_bodies_in_utf_16_are_a_clear_4xx_not_an_asgi_exception(self) -> None:
+        csrf = self.sign_in()
+        entry = services.entry_save(
+            codex=services.codex_for_user(user=self.user), request_id="r", data=parse_entry_input({"content": "c"})
+        )
+        targets = [
+            "/accounts/login/",
+            "/o/token/",
+            "/o/revoke_token/",
+            "/o/introspect/",
+            "/o/authorize/",
+            reverse("mycodex:delete", args=[entry.id]),
+            reverse("mycodex:clear"),
+            reverse("mycodex:import"),
+        ]
+        for charset in ("utf-16", "utf-32", "utf-16-le", "cp037"):
+            for path in targets:
+                with self.subTest(path=path, charset=charset), emitted_logs() as logs:
+                    body = f"csrfmiddlewaretoken={csrf}&grant_type=x".encode(charset)
+                    response = self.client.post(
+                        path,
+                        content=body,
+                        headers={
+                            "Content-Type": f"application/x-www-form-urlencoded; charset={charset}",
+                            "Referer": self.live.base_url + path,
+                            "X-CSRFToken": csrf,
+                        },
+                    )
+                    self.assertIn(response.status_code, {400, 415}, response.text[:300])
+                    self.assertNotIn("ERROR", logs.getvalue())
+                    self.assertNotIn("Traceback", logs.getvalue())
+        self.assertTrue(Entry.objects.filter(pk=entry.id).exists())
+
+
+def raw_request(port: int, head: bytes, body: bytes = b"", *, wait: float = 10) -> tuple[bytes, float]:
+    """Send ``head`` and ``body`` on a fresh connection; what came back (until the server
+    closed or ``wait`` seconds passed) and how long the first byte took."""
+    with socket.create_connection(("127.0.0.1", port), timeout=wait) as sock:
+        started = time.monotonic()
+        sock.sendall(head + body)
+        chunks = []
+        first = None
+        try:
+            while True:
+                chunk = sock.recv(65536)
+                if first is None:
+                    first = time.monotonic() - started
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                if b"\r\n\r\n" in b"".join(chunks) and len(b"".join(chunks)) > 12:
+                    break
+        except TimeoutError:
+            pass
+        return b"".join(chunks), (first if first is not None else wait)
+
+
+class LyingContentLengthTest(LiveHostileCase):
+    def test_a_declared_terabyte_is_refused_at_once_with_413(self) -> None:
+        for path in ["/codex/import/", "/accounts/login/", "/o/token/", "/o/register/", "/mcp"]:
+            with self.subTest(path=path):
+                head = (
+                    f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{self.live.port}\r\n"
+                    "Content-Type: multipart/form-data; boundary=x\r\nContent-Length: 1000000000000\r\n\r\n"
+                ).encode()
+                answer, took = raw_request(self.live.port, head, b"abcdef", wait=10)
+                self.assertTrue(answer.startswith(b"HTTP/1.1 413"), answer[:200])
+                self.assertLess(took, 5)
+
+    def test_a_body_that_never_finishes_gets_408(self) -> None:
+        with self.settings(CODEX_BODY_TIMEOUT_SECONDS=1):
+            head = (
+                f"POST /accounts/login/ HTTP/1.1\r\nHost: 127.0.0.1:{self.live.port}\r\n"
+                "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 100\r\n\r\n"
+            ).encode()
+            answer, took = raw_request(self.live.port, head, b"user", wait=10)
+        self.assertTrue(answer.startswith(b"HTTP/1.1 408"), answer[:200])
+        self.assertLess(took, 5)
+
+    def test_a_chunked_body_past_the_limit_is_cut_off_with_413(self) -> None:
+        with self.settings(CODEX_BODY_MAX_BYTES=1000):
+            head = (
+                f"POST /accounts/login/ HTTP/1.1\r\nHost: 127.0.0.1:{self.live.port}\r\n"
+                "Content-Type: application/x-www-form-urlencoded\r\nTransfer-Encoding: chunked\r\n\r\n"
+            ).encode()
+            chunk = b"800\r\n" + b"a" * 0x800 + b"\r\n"
+            answer, _ = raw_request(self.live.port, head, chunk, wait=10)
+        self.assertTrue(answer.startswith(b"HTTP/1.1 413"), answer[:200])
+
+
+class ClientMistakesAreQuietTest(NotebookTestCase):
+    def test_password_reset_is_not_offered_without_an_email_backend(self) -> None:
+        with emitted_logs() as logs:
+            response = self.client.post("/accounts/password_reset/", {"email": "alice@example.com"})
+        self.assertEqual(response.status_code, 404)
+        self.assertNotIn("ERROR", logs.getvalue())
+
+    def test_client_mistakes_are_one_line_without_a_traceback(self) -> None:
+        self.client.force_login(self.alice)
+        cases = {
+            "bad host": lambda: self.client.get("/", HTTP_HOST="evil.example"),
+            "too many fields": lambda: self.client.post(
+                "/accounts/login/", "&".join(f"f{i}=1" for i in range(1_100)), content_type="application/x-www-form-urlencoded"
+            ),
+            "oversized field": lambda: self.client.post(
+                "/accounts/login/", "f=" + "a" * 3_000_000, content_type="application/x-www-form-urlencoded"
+            ),
+            "broken multipart": lambda: self.client.post(
+                "/accounts/login/", b"--x\r\nContent-Disposition: form-data\r\n", content_type="multipart/form-data; boundary=x"
+            ),
+            "multipart without a boundary": lambda: self.client.post(
+                "/accounts/login/", b"a", content_type="multipart/form-data"
+            ),
+            "multipart with a bad boundary": lambda: self.client.post(
+                "/accounts/login/", b"a", content_type="multipart/form-data; boundary=\x01"
+            ),
+        }
+        for name, send in cases.items():
+            with self.subTest(name), emitted_logs() as logs:
+                self.assertLess(send().status_code, 500)
+            text = logs.getvalue()
+            self.assertNotIn("ERROR", text, name)
+            self.assertNotIn("Traceback", text, name)
+            self.assertLessEqual(len(text.strip().splitlines()), 1, text)
+        assert_consistent(self)
