@@ -31,6 +31,11 @@ def build_application():
     mcp_app = build_mcp_http_app()
 
     async def application(scope, receive, send) -> None:
+        if scope["type"] == "websocket":
+            # Nothing here speaks WebSocket (Django's handler would raise on the scope);
+            # closing before accepting makes the server answer 403.
+            await send({"type": "websocket.close", "code": 1008})
+            return
         if scope["type"] == "lifespan" or scope.get("path") in MCP_PATHS:
             await mcp_app(scope, receive, send)
         else:

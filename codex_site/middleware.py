@@ -62,7 +62,5 @@ class FormCharsetMiddleware:
         charset = params.get("charset")
         if content_type in FORM_TYPES and charset is not None and charset.lower() not in FORM_CHARSETS:
             logger.info("refused a %s body in charset %r on %s", content_type, charset[:40], request.path[:200])
-            return HttpResponse(
-                "Form bodies must be UTF-8.\n", status=415, content_type="text/plain; charset=utf-8"
-            )
+            return HttpResponse("Form bodies must be UTF-8.\n", status=415, content_type="text/plain; charset=utf-8")
         return self.get_response(request)

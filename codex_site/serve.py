@@ -15,10 +15,15 @@ Used by ``make run`` and the systemd units in ``deploy/``. What it adds to a bar
   until the process runs out of file descriptors.
 - ``--timeout-keep-alive`` (``CODEX_KEEPALIVE_SECONDS``, default 5) and a graceful
   shutdown timeout.
+- The h11 protocol, whatever else is installed, with its bound on a request's headers
+  (``--h11-max-incomplete-event-size``: a request whose headers pass it is refused), and
+  no WebSocket (nothing here speaks it; ``wsproto`` is installed for the test browser).
 
-uvicorn has no timeout for reading request headers or a body: a client that never
-finishes its request holds its connection. In production a reverse proxy (nginx,
-``deploy/nginx/``) reads whole requests before they reach uvicorn.
+Request bodies are bounded by the application itself (``codex_site.bodies``: size, and
+the time the body may take to arrive). uvicorn has no timeout for a request's headers: a
+client that never finishes them holds its connection until it closes it. In production a
+reverse proxy (nginx, ``deploy/nginx/``, ``client_header_timeout``) reads whole requests
+before they reach uvicorn.
 """
 
 import os
@@ -27,6 +32,8 @@ import sys
 from collections.abc import Mapping, Sequence
 
 APP = "codex_site.asgi:application"
+# uvicorn's default, named here because it is the only bound on a request's headers.
+MAX_HEADER_BYTES = 16 * 1024
 
 
 def _int(environ: Mapping[str, str], name: str, default: int) -> int:
@@ -60,6 +67,7 @@ def uvicorn_args(environ: Mapping[str, str], extra: Sequence[str] = ()) -> list[
     args += ["--limit-concurrency", str(_int(environ, "CODEX_LIMIT_CONCURRENCY", default_concurrency_limit()))]
     args += ["--timeout-keep-alive", str(_int(environ, "CODEX_KEEPALIVE_SECONDS", 5))]
     args += ["--timeout-graceful-shutdown", "10", "--no-server-header"]
+    args += ["--http", "h11", "--h11-max-incomplete-event-size", str(MAX_HEADER_BYTES), "--ws", "none"]
     return args + list(extra)
 
 

@@ -30,9 +30,7 @@ urlpatterns = [
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("accounts/password_change/", auth_views.PasswordChangeView.as_view(), name="password_change"),
-    path(
-        "accounts/password_change/done/", auth_views.PasswordChangeDoneView.as_view(), name="password_change_done"
-    ),
+    path("accounts/password_change/done/", auth_views.PasswordChangeDoneView.as_view(), name="password_change_done"),
     path("account/clients/", include("authserver.urls")),
     path("codex/", include("mycodex.urls")),
     # RFC 8414 metadata for issuer <base>/o: the path-suffixed form MCP clients try first,

@@ -278,7 +278,9 @@ def load_document(raw: bytes | str) -> dict[str, Any]:
 
 # RFC 3339 date-time (section 5.6) in ASCII digits, with its time zone; fromisoformat alone
 # also takes dates without a time, week dates, and digits of other scripts.
-_RFC3339 = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?([Zz]|[+-][0-9]{2}:[0-9]{2})")
+_RFC3339 = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?([Zz]|[+-][0-9]{2}:[0-9]{2})"
+)
 _EARLIEST = dt.datetime.fromisoformat(IMPORT_EARLIEST_TIME)
 
 
@@ -384,8 +386,9 @@ def _parse_entry(raw: Any, version: int, latest: dt.datetime) -> _ImportedEntry:
     if not isinstance(raw_revisions, list) or not raw_revisions:
         raise InvalidArgument("revisions must be a non-empty array of snapshots")
     if len(raw_revisions) != revision:
+        held = len(raw_revisions)
         raise InvalidArgument(
-            f"revisions must hold every snapshot from 1 to the entry's revision {revision}; it holds {len(raw_revisions)}"
+            f"revisions must hold every snapshot from 1 to the entry's revision {revision}, not {held}"
         )
     snapshots: list[_Snapshot] = []
     allowed = {"revision", "recordedAt", "writer"} if version >= 2 else {"revision", "recordedAt"}
@@ -402,7 +405,10 @@ def _parse_entry(raw: Any, version: int, latest: dt.datetime) -> _ImportedEntry:
             raise InvalidArgument(f"{path}.recordedAt is earlier than revision {index}'s")
         snapshots.append(
             _Snapshot(
-                number, _entry_input(snapshot, path), recorded_at, _imported_writer(snapshot.get("writer"), f"{path}.writer")
+                number,
+                _entry_input(snapshot, path),
+                recorded_at,
+                _imported_writer(snapshot.get("writer"), f"{path}.writer"),
             )
         )
     if snapshots[0].recorded_at != created_at:
@@ -499,7 +505,13 @@ def codex_import(*, codex: Codex, document: dict[str, Any], progress: Progress |
             report.refused_count += 1
             if len(report.refused) < REPORT_MAX_REFUSALS:
                 raw_id = raw.get("id") if isinstance(raw, dict) else None
-                report.refused.append(Refusal(index, shown(raw_id, max_chars=IMPORT_REPORT_TEXT_CHARS), shown(error.message, max_chars=IMPORT_REPORT_TEXT_CHARS)))
+                report.refused.append(
+                    Refusal(
+                        index,
+                        shown(raw_id, max_chars=IMPORT_REPORT_TEXT_CHARS),
+                        shown(error.message, max_chars=IMPORT_REPORT_TEXT_CHARS),
+                    )
+                )
     if report.refused_count:
         return report
 

@@ -4,7 +4,10 @@ services could have written."""
 
 import contextlib
 import io
+import itertools
 import logging
+import socket
+import time
 from collections.abc import Iterator
 
 from django.test import SimpleTestCase
@@ -62,7 +65,7 @@ def consistency_problems() -> list[str]:
             problems.append(f"{entry.id}: current fields differ from the newest snapshot")
         if history[0].recorded_at != entry.created_at or newest.recorded_at != entry.updated_at:
             problems.append(f"{entry.id}: times disagree with the snapshots")
-        if any(a.recorded_at > b.recorded_at for a, b in zip(history, history[1:])):
+        if any(a.recorded_at > b.recorded_at for a, b in itertools.pairwise(history)):
             problems.append(f"{entry.id}: snapshots out of time order")
         if tags.get(entry.id, set()) != set(entry.tags) or agents.get(entry.id, set()) != set(entry.related_agent_ids):
             problems.append(f"{entry.id}: index rows differ from the fields")
@@ -83,3 +86,26 @@ def consistency_problems() -> list[str]:
 def assert_consistent(test: SimpleTestCase) -> None:
     problems = consistency_problems()
     test.assertEqual(problems, [], "\n".join(problems[:20]))
+
+
+def raw_request(port: int, head: bytes, body: bytes = b"", *, wait: float = 10) -> tuple[bytes, float]:
+    """Send ``head`` and ``body`` on a fresh connection; what came back (until the server
+    closed or ``wait`` seconds passed) and how long the first byte took."""
+    with socket.create_connection(("127.0.0.1", port), timeout=wait) as sock:
+        started = time.monotonic()
+        sock.sendall(head + body)
+        chunks = []
+        first = None
+        try:
+            while True:
+                chunk = sock.recv(65536)
+                if first is None:
+                    first = time.monotonic() - started
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                if b"\r\n\r\n" in b"".join(chunks) and len(b"".join(chunks)) > 12:
+                    break
+        except TimeoutError:
+            pass
+        return b"".join(chunks), (first if first is not None else wait)

@@ -5,8 +5,6 @@ bodies in another charset, bodies that never come, and client mistakes logged as
 
 import copy
 import json
-import socket
-import time
 
 import httpx2
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -18,7 +16,7 @@ from notebook import services, transfer
 from notebook.models import Entry
 from notebook.validation import parse_entry_input
 from tests.base import NotebookTestCase, connect_application
-from tests.hostile import assert_consistent, emitted_logs
+from tests.hostile import assert_consistent, emitted_logs, raw_request
 from tests.live import LiveServerTestCase
 from tests.test_transfer import export_of
 
@@ -71,7 +69,13 @@ class ImportValuesPythonCannotHoldTest(NotebookTestCase):
                 self.assertContains(self.post(raw), "nested too deeply", status_code=400)
 
     def test_times_at_the_edges_of_the_calendar_are_refused(self) -> None:
-        for moment in ["0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00", "0001-01-01T00:00:00Z", "1969-12-31T23:59:59Z", "9999-12-31T23:59:59Z"]:
+        for moment in [
+            "0001-01-01T00:00:00+01:00",
+            "9999-12-31T23:59:59-01:00",
+            "0001-01-01T00:00:00Z",
+            "1969-12-31T23:59:59Z",
+            "9999-12-31T23:59:59Z",
+        ]:
             for member in ("createdAt", "updatedAt"):
                 with self.subTest(moment=moment, member=member):
                     document = copy.deepcopy(self.document)
@@ -268,29 +272,6 @@ class OtherCharsetTest(LiveHostileCase):
         self.assertTrue(Entry.objects.filter(pk=entry.id).exists())
 
 
-def raw_request(port: int, head: bytes, body: bytes = b"", *, wait: float = 10) -> tuple[bytes, float]:
-    """Send ``head`` and ``body`` on a fresh connection; what came back (until the server
-    closed or ``wait`` seconds passed) and how long the first byte took."""
-    with socket.create_connection(("127.0.0.1", port), timeout=wait) as sock:
-        started = time.monotonic()
-        sock.sendall(head + body)
-        chunks = []
-        first = None
-        try:
-            while True:
-                chunk = sock.recv(65536)
-                if first is None:
-                    first = time.monotonic() - started
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                if b"\r\n\r\n" in b"".join(chunks) and len(b"".join(chunks)) > 12:
-                    break
-        except TimeoutError:
-            pass
-        return b"".join(chunks), (first if first is not None else wait)
-
-
 class LyingContentLengthTest(LiveHostileCase):
     def test_a_declared_terabyte_is_refused_at_once_with_413(self) -> None:
         for path in ["/codex/import/", "/accounts/login/", "/o/token/", "/o/register/", "/mcp"]:
@@ -336,13 +317,17 @@ class ClientMistakesAreQuietTest(NotebookTestCase):
         cases = {
             "bad host": lambda: self.client.get("/", HTTP_HOST="evil.example"),
             "too many fields": lambda: self.client.post(
-                "/accounts/login/", "&".join(f"f{i}=1" for i in range(1_100)), content_type="application/x-www-form-urlencoded"
+                "/accounts/login/",
+                "&".join(f"f{i}=1" for i in range(1_100)),
+                content_type="application/x-www-form-urlencoded",
             ),
             "oversized field": lambda: self.client.post(
                 "/accounts/login/", "f=" + "a" * 3_000_000, content_type="application/x-www-form-urlencoded"
             ),
             "broken multipart": lambda: self.client.post(
-                "/accounts/login/", b"--x\r\nContent-Disposition: form-data\r\n", content_type="multipart/form-data; boundary=x"
+                "/accounts/login/",
+                b"--x\r\nContent-Disposition: form-data\r\n",
+                content_type="multipart/form-data; boundary=x",
             ),
             "multipart without a boundary": lambda: self.client.post(
                 "/accounts/login/", b"a", content_type="multipart/form-data"
@@ -359,3 +344,18 @@ class ClientMistakesAreQuietTest(NotebookTestCase):
             self.assertNotIn("Traceback", text, name)
             self.assertLessEqual(len(text.strip().splitlines()), 1, text)
         assert_consistent(self)
+
+
+class WebSocketTest(LiveHostileCase):
+    def test_a_websocket_upgrade_is_refused_without_an_error(self) -> None:
+        headers = {
+            "Connection": "Upgrade",
+            "Upgrade": "websocket",
+            "Sec-WebSocket-Version": "13",
+            "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+        }
+        for path in ["/", "/mcp", "/codex/"]:
+            with self.subTest(path=path), emitted_logs() as logs:
+                response = httpx2.get(self.live.base_url + path, headers=headers, timeout=10)
+                self.assertLess(response.status_code, 500)
+                self.assertNotIn("ERROR", logs.getvalue())

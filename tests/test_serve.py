@@ -13,6 +13,7 @@ import httpx2
 from django.test import SimpleTestCase
 
 from codex_site.serve import uvicorn_args
+from tests.hostile import raw_request
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -62,6 +63,7 @@ class ServedProcessTest(SimpleTestCase):
             CODEX_DCR_RATE_LIMIT="1",
             CODEX_LIMIT_CONCURRENCY="3",
             CODEX_LOG_LEVEL="ERROR",
+            CODEX_BODY_TIMEOUT_SECONDS="2",
         )
         subprocess.run(
             [sys.executable, "manage.py", "migrate", "--noinput"],
@@ -120,6 +122,30 @@ class ServedProcessTest(SimpleTestCase):
                 sock.close()
         time.sleep(0.3)
         self.assertEqual(httpx2.get(self.base + "/healthz", timeout=5).status_code, 200)
+
+    def test_a_body_that_never_comes_is_answered_at_once_or_after_the_body_timeout(self) -> None:
+        host = f"Host: 127.0.0.1:{self.port}\r\n"
+        head = f"POST /codex/import/ HTTP/1.1\r\n{host}Content-Length: 1000000000000\r\n\r\n".encode()
+        answer, took = raw_request(self.port, head, b"abcdef", wait=10)
+        self.assertTrue(answer.startswith(b"HTTP/1.1 413"), answer[:100])
+        self.assertLess(took, 2)
+        head = f"POST /accounts/login/ HTTP/1.1\r\n{host}Content-Length: 100\r\n\r\n".encode()
+        answer, took = raw_request(self.port, head, b"user", wait=10)
+        self.assertTrue(answer.startswith(b"HTTP/1.1 408"), answer[:100])
+        self.assertLess(took, 6)
+
+    def test_a_websocket_upgrade_is_served_as_plain_http(self) -> None:
+        response = httpx2.get(
+            self.base + "/healthz",
+            headers={
+                "Connection": "Upgrade",
+                "Upgrade": "websocket",
+                "Sec-WebSocket-Version": "13",
+                "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+            },
+            timeout=5,
+        )
+        self.assertEqual(response.status_code, 200)
 
 
 class CollectorTuningTest(SimpleTestCase):
