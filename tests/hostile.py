@@ -21,14 +21,39 @@ from notebook.validation import normalize_for_search
 _QUIETED = ("", "django", "django.request", "django.security", "django.server")
 
 
+class EmittedLogs(io.StringIO):
+    """The text the handlers wrote, and each emitted record's final level and whether it
+    carried a traceback (what the filters left of it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[tuple[int, bool, str]] = []
+
+    def errors(self) -> list[str]:
+        return [message for level, _, message in self.records if level >= logging.ERROR]
+
+    def tracebacks(self) -> list[str]:
+        return [message for _, traceback, message in self.records if traceback]
+
+
 @contextlib.contextmanager
-def emitted_logs() -> Iterator[io.StringIO]:
+def emitted_logs() -> Iterator[EmittedLogs]:
     """Everything the configured handlers (their formatters and filters included) emit at
     INFO and above while the block runs, in this process's threads (a live server's too)."""
-    stream = io.StringIO()
+    stream = EmittedLogs()
     root = logging.getLogger()
     handlers = [handler for handler in root.handlers if isinstance(handler, logging.StreamHandler)]
     streams = [handler.setStream(stream) for handler in handlers]
+
+    def recording(emit):
+        def emit_and_record(record: logging.LogRecord) -> None:
+            stream.records.append((record.levelno, bool(record.exc_info or record.exc_text), record.getMessage()))
+            emit(record)
+
+        return emit_and_record
+
+    for handler in handlers:
+        handler.emit = recording(handler.emit)  # type: ignore[method-assign]
     levels = [(logging.getLogger(name), logging.getLogger(name).level) for name in _QUIETED]
     for logger, _ in levels:
         logger.setLevel(logging.INFO)
@@ -38,6 +63,7 @@ def emitted_logs() -> Iterator[io.StringIO]:
         for logger, level in levels:
             logger.setLevel(level)
         for handler, old in zip(handlers, streams, strict=True):
+            del handler.emit  # back to the class's method
             handler.setStream(old)
 
 
