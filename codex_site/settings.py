@@ -102,6 +102,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     # First: a form body in a charset Django cannot read is a 415 before anything reads it.
     "codex_site.middleware.FormCharsetMiddleware",
+    # Then U+0000 anywhere in a request's texts is a 400, before any lookup (PostgreSQL refuses it).
+    "codex_site.middleware.NulCharacterMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     # Before CommonMiddleware, so that preflights are answered before anything else runs.

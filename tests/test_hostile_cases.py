@@ -3,10 +3,12 @@
 imports that contradict their own history, the consent POST, registration texts, form
 bodies in another charset, bodies that never come, and client mistakes logged as faults."""
 
+import base64
 import copy
 import json
 
 import httpx2
+from django.contrib.auth import get_user_model
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.urls import reverse
@@ -359,3 +361,29 @@ class WebSocketTest(LiveHostileCase):
                 response = httpx2.get(self.live.base_url + path, headers=headers, timeout=10)
                 self.assertLess(response.status_code, 500)
                 self.assertNotIn("ERROR", logs.getvalue())
+
+
+class NulCharacterTest(NotebookTestCase):
+    """PostgreSQL refuses U+0000 even in a comparison: every lookup that could receive it
+    was a 500 there (on SQLite these passed already)."""
+
+    def test_u0000_in_any_text_of_a_request_is_a_400_before_any_lookup(self) -> None:
+        root = get_user_model().objects.create_superuser("root", password="root-password")
+        admin = Client()
+        admin.force_login(root)
+        basic = "Basic " + base64.b64encode(b"\x00:secret").decode()
+        cases = [
+            (self.client, "get", "/o/authorize/?client_id=%00&response_type=code", {}),
+            (self.client, "post", "/o/token/", {"data": {"grant_type": "authorization_code", "code": "\x00"}}),
+            (self.client, "post", "/o/token/", {"data": {"grant_type": "refresh_token"}, "HTTP_AUTHORIZATION": basic}),
+            (self.client, "post", "/o/revoke_token/", {"data": {"token": "a", "client_id": "\x00"}}),
+            (self.client, "get", "/o/register/%00/", {"HTTP_AUTHORIZATION": "Bearer x"}),
+            (admin, "get", "/admin/notebook/entry/?q=%00", {}),
+            (admin, "get", "/admin/oauth2_provider/application/?q=a%00", {}),
+            (admin, "get", "/admin/auth/user/%00/change/", {}),
+        ]
+        for client, method, path, extra in cases:
+            with self.subTest(path=path, extra=extra), emitted_logs() as logs:
+                response = getattr(client, method)(path, **extra)
+                self.assertEqual(response.status_code, 400, response.content[:200])
+                self.assertEqual(logs.errors(), [])
