@@ -6,7 +6,6 @@ import logging
 from collections.abc import Callable
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.utils.http import parse_header_parameters
 
 from common.outage import UNAVAILABLE_ERRORS, log_database_unavailable
 
@@ -51,8 +50,8 @@ class FormCharsetMiddleware:
     """A form body that declares a charset other than UTF-8 gets 415 before anything reads it.
 
     Django refuses such an urlencoded body with ``BadRequest`` only when ``request.POST``
-    is first read, and reads it again while handling that error (its CSRF check runs for
-    the 400 page too), so the refusal escaped as "Exception in ASGI application". A
+    is first read, and its error handling reads ``request.POST`` again (the 400 page is
+    CSRF-aware), so the refusal ended as "Exception in ASGI application". A
     browser never sends a charset on a form; UTF-8 (or its ASCII subset) is the only one
     the pages and the OAuth endpoints read."""
 
@@ -60,10 +59,9 @@ class FormCharsetMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        content_type, params = parse_header_parameters(request.META.get("CONTENT_TYPE", ""))
-        charset = params.get("charset")
-        if content_type in FORM_TYPES and charset is not None and charset.lower() not in FORM_CHARSETS:
-            logger.info("refused a %s body in charset %r on %s", content_type, charset[:40], request.path[:200])
+        charset = request.content_params.get("charset")
+        if request.content_type in FORM_TYPES and charset is not None and charset.lower() not in FORM_CHARSETS:
+            logger.info("refused a %s body in charset %r on %s", request.content_type, charset[:40], request.path[:200])
             return HttpResponse("Form bodies must be UTF-8.\n", status=415, content_type="text/plain; charset=utf-8")
         return self.get_response(request)
 

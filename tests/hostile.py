@@ -39,10 +39,14 @@ class EmittedLogs(io.StringIO):
 @contextlib.contextmanager
 def emitted_logs() -> Iterator[EmittedLogs]:
     """Everything the configured handlers (their formatters and filters included) emit at
-    INFO and above while the block runs, in this process's threads (a live server's too)."""
+    INFO and above while the block runs, in this process's threads (a live server's too,
+    uvicorn's own log lines included)."""
     stream = EmittedLogs()
-    root = logging.getLogger()
-    handlers = [handler for handler in root.handlers if isinstance(handler, logging.StreamHandler)]
+    # uvicorn's loggers have handlers of their own and do not propagate to the root.
+    owners = [logging.getLogger(name) for name in ("", "uvicorn", "uvicorn.error", "uvicorn.access")]
+    handlers = list(
+        {id(h): h for owner in owners for h in owner.handlers if isinstance(h, logging.StreamHandler)}.values()
+    )
     streams = [handler.setStream(stream) for handler in handlers]
 
     def recording(emit):
