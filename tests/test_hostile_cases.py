@@ -6,14 +6,19 @@ bodies in another charset, bodies that never come, and client mistakes logged as
 import base64
 import copy
 import json
+import logging
 
 import httpx2
 from django.contrib.auth import get_user_model
+from django.core.exceptions import TooManyFieldsSent
 from django.core.files.uploadedfile import SimpleUploadedFile
-from django.test import Client
+from django.db import OperationalError
+from django.http.multipartparser import MultiPartParserError
+from django.test import Client, SimpleTestCase
 from django.urls import reverse
 from oauth2_provider.models import get_application_model
 
+from codex_site.logfilters import ClientMistakesAreWarnings
 from notebook import services, transfer
 from notebook.models import Entry
 from notebook.validation import parse_entry_input
@@ -387,3 +392,39 @@ class NulCharacterTest(NotebookTestCase):
                 response = getattr(client, method)(path, **extra)
                 self.assertEqual(response.status_code, 400, response.content[:200])
                 self.assertEqual(logs.errors(), [])
+
+
+class LogLevelRuleTest(SimpleTestCase):
+    """The filter on the log handler: a client's mistake is one WARNING line; the server's
+    own faults and the outage rule's records pass unchanged."""
+
+    def record(self, level: int, message: str, *, status: int | None = None, error: BaseException | None = None):
+        record = logging.LogRecord("tests.client_mistakes", level, __file__, 1, message, None, None)
+        if error is not None:
+            record.exc_info = (type(error), error, None)
+        if status is not None:
+            record.status_code = status
+        return record
+
+    def test_a_client_mistake_becomes_one_warning_line_without_a_traceback(self) -> None:
+        for record in [
+            self.record(
+                logging.ERROR, "Invalid HTTP_HOST header: 'evil'.\nYou may need…", status=400, error=ValueError()
+            ),
+            self.record(logging.WARNING, "Bad request: /x", error=MultiPartParserError("Invalid boundary")),
+            self.record(logging.ERROR, "Too many fields", error=TooManyFieldsSent("x")),
+        ]:
+            with self.subTest(record.msg):
+                self.assertTrue(ClientMistakesAreWarnings().filter(record))
+                self.assertEqual((record.levelno, record.levelname), (logging.WARNING, "WARNING"))
+                self.assertIsNone(record.exc_info)
+                self.assertNotIn("\n", record.getMessage())
+
+    def test_server_faults_and_outages_keep_their_level_and_traceback(self) -> None:
+        fault = self.record(logging.ERROR, "Internal Server Error: /", status=500, error=RuntimeError("boom"))
+        outage = self.record(logging.WARNING, "database unavailable: …", error=OperationalError("down"))
+        for record, level in [(fault, logging.ERROR), (outage, logging.WARNING)]:
+            with self.subTest(record.msg):
+                self.assertTrue(ClientMistakesAreWarnings().filter(record))
+                self.assertEqual(record.levelno, level)
+                self.assertIsNotNone(record.exc_info)
