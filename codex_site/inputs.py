@@ -11,9 +11,7 @@ character (Unicode category Cc).
 
 import re
 
-from notebook.validation import CONTROL_CHARACTER, SURROGATE, shown
-
-__all__ = ["ascii_int", "shown", "text_problem"]
+from notebook.validation import CONTROL_CHARACTER, SURROGATE
 
 _ASCII_DIGITS = re.compile(r"[0-9]+")
 
@@ -26,16 +24,15 @@ def ascii_int(value: str | None, *, max_value: int) -> int | None:
     return number if number <= max_value else None
 
 
-def text_problem(value: object, *, max_chars: int, controls: bool = False, what: str = "the value") -> str | None:
-    """Why ``value`` is not an acceptable text (a sentence naming ``what``), or None."""
+def text_problem(value: object, *, max_chars: int, what: str) -> str | None:
+    """Why ``value`` is not an acceptable text (a string of at most ``max_chars``
+    characters, no lone surrogate, no control character), naming it ``what``; or None."""
     if not isinstance(value, str):
         return f"{what} must be a string"
     if match := SURROGATE.search(value):
         return f"{what} contains an unpaired surrogate (U+{ord(match.group()):04X})"
     if len(value) > max_chars:
         return f"{what} is {len(value)} characters long; the limit is {max_chars}"
-    if not controls and (match := CONTROL_CHARACTER.search(value)):
+    if match := CONTROL_CHARACTER.search(value):
         return f"{what} contains a control character (U+{ord(match.group()):04X})"
-    if controls and "\x00" in value:
-        return f"{what} contains U+0000"
     return None
