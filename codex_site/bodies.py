@@ -22,7 +22,6 @@ by a proxy in front (nginx's ``client_header_timeout``, ``deploy/nginx/``).
 
 import asyncio
 import json
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -78,6 +77,8 @@ async def _answer(scope: Scope, send: Send, status: int, message: str) -> None:
 
 
 class BodyLimit:
+    """ASGI middleware: the limits above, for every HTTP request of the wrapped application."""
+
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
@@ -94,7 +95,8 @@ class BodyLimit:
                 return
 
         timeout = settings.CODEX_BODY_TIMEOUT_SECONDS
-        deadline = time.monotonic() + timeout
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
         received = 0
         complete = False
         refused: int | None = None
@@ -106,10 +108,9 @@ class BodyLimit:
                 return await receive()
             if refused is not None:
                 return {"type": "http.disconnect"}
-            # What asyncio.timeout does, without its context object: a timer that cancels
-            # this task if the message has not come by the deadline (a third of the cost,
-            # paid by every request).
-            loop = asyncio.get_running_loop()
+            # What asyncio.timeout does, without a context object per message (every request
+            # pays this): a timer that cancels this task if the message has not come by the
+            # deadline.
             task = asyncio.current_task()
             expired = False
 
@@ -118,7 +119,7 @@ class BodyLimit:
                 expired = True
                 task.cancel()
 
-            timer = loop.call_at(loop.time() + max(0.0, deadline - time.monotonic()), expire)
+            timer = loop.call_at(deadline, expire)
             try:
                 message = await receive()
             except asyncio.CancelledError:
