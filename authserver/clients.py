@@ -16,7 +16,7 @@ from oauth2_provider.models import get_access_token_model, get_application_model
 from oauth2_provider.settings import oauth2_settings
 
 from authserver.tokens import OPERATOR_APPLICATION_NAME, revoke_tokens
-from codex_site.inputs import ascii_int
+from common.inputs import ascii_int
 from notebook import selectors
 from notebook.limits import MAX_BIGINT
 from notebook.models import Codex

@@ -4,7 +4,7 @@ DOT parses registration bodies with ``json.loads``, which raises ``RecursionErro
 (an HTTP 500) on a deeply nested body and lets a ``\\u`` escape of a lone surrogate
 through to the database (a 500 again). The body is checked first with the parser the
 MCP SDK uses, which refuses both with a plain error. The members DOT stores are checked
-here as texts (``codex_site.inputs``): ``client_name`` a string (``null`` reached a NOT
+here as texts (``common.inputs``): ``client_name`` a string (``null`` reached a NOT
 NULL column) of at most 255 characters without control characters, each redirect URI a
 string without them. And since this server serves only the authorization-code and
 refresh-token grants, a registration asking for any other grant is refused here rather
@@ -23,7 +23,7 @@ from django.views.decorators.csrf import csrf_exempt
 from oauth2_provider.views.dynamic_client_registration import DynamicClientRegistrationManagementView
 from pydantic_core import from_json
 
-from codex_site.inputs import text_problem
+from common.inputs import text_problem
 
 ADVERTISED_GRANT_TYPES = frozenset({"authorization_code", "refresh_token"})
 # DOT's Application.name column.

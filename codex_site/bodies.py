@@ -27,7 +27,7 @@ from typing import Any
 
 from django.conf import settings
 
-from codex_site.inputs import ascii_int
+from common.inputs import ascii_int
 from notebook.limits import IMPORT_FORM_OVERHEAD_BYTES, MAX_BODY_BYTES
 
 Scope = dict[str, Any]

@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
+from codex_site import errors
 from common.outage import UNAVAILABLE_ERRORS, log_database_unavailable
 
 logger = logging.getLogger(__name__)
@@ -82,9 +83,7 @@ class NulCharacterMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponse:
         if where := _nul_in(request):
             logger.info("refused a request with U+0000 in its %s on %s", where, request.path[:200].replace("\x00", "?"))
-            return HttpResponse(
-                f"The request's {where} contains U+0000.\n", status=400, content_type="text/plain; charset=utf-8"
-            )
+            return errors.bad_request(request)  # the site's 400 page, or JSON on the API paths
         return self.get_response(request)
 
 

@@ -23,7 +23,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 from oauth2_provider.models import get_application_model
 
-from codex_site.inputs import ascii_int
+from common.inputs import ascii_int
 from mycodex import history
 from mycodex.forms import CLEAR_PHRASE, ORDER_ID, ClearForm, ImportForm, SearchForm
 from notebook import selectors, services, transfer

@@ -22,6 +22,7 @@ from django.utils import timezone
 from django.utils.text import slugify
 from pydantic_core import from_json
 
+from common.inputs import shown
 from notebook import quotas
 from notebook.exceptions import InvalidArgument, ResourceExhausted
 from notebook.limits import (
@@ -35,7 +36,7 @@ from notebook.models import Codex, Entry, EntryRelatedAgent, EntryRevision, Entr
 from notebook.representations import entry_dict, rfc3339_ms
 from notebook.services import apply_input
 from notebook.transactions import write_transaction
-from notebook.validation import EntryInput, parse_entry_id, parse_entry_input, shown
+from notebook.validation import EntryInput, parse_entry_id, parse_entry_input
 from notebook.writers import IMPORT, IMPORT_WRITER, KINDS, UNKNOWN, Writer
 
 EXPORT_FORMAT = "agent-codex-export"

@@ -16,6 +16,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from common.inputs import CONTROL_CHARACTER, SURROGATE
 from notebook.exceptions import InvalidArgument
 from notebook.limits import (
     CONTENT_MAX_BYTES,
@@ -37,19 +38,6 @@ from notebook.limits import (
 
 ENTRY_FIELDS = frozenset({"content", "title", "tags", "relatedAgentIds", "provenance"})
 ENTRY_ID_PATTERN = re.compile(ENTRY_ID_REGEX)
-
-# Unicode category Cc is exactly U+0000-U+001F and U+007F-U+009F.
-CONTROL_CHARACTER = re.compile("[\x00-\x1f\x7f-\x9f]")
-SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def shown(value: object, *, max_chars: int = 100) -> str:
-    """``value`` made safe to show on a page or a terminal (neither can encode a lone
-    surrogate): surrogates and control characters written as escapes, cut to ``max_chars``."""
-    text = value if isinstance(value, str) else ""
-    text = SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
-    text = CONTROL_CHARACTER.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
-    return text if len(text) <= max_chars else text[: max_chars - 1] + "…"
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """The rules every page and endpoint applies to what a person or a client sends, in one
-place: integers from query strings and headers, and texts bound for the database or a
-template.
+place: integers from query strings and headers, and texts bound for the database, a
+template or a terminal. Below every app (``notebook.validation`` reads its character
+classes from here too).
 
 ``str.isdigit`` and ``int`` disagree (``"²".isdigit()`` is true, ``int("²")`` raises; ``int``
 also takes ``"١٢"``, ``" 1"``, ``"1_000"`` and ``"+1"``), so an integer a client sends is
@@ -11,9 +12,10 @@ character (Unicode category Cc).
 
 import re
 
-from notebook.validation import CONTROL_CHARACTER, SURROGATE
-
 _ASCII_DIGITS = re.compile(r"[0-9]+")
+# Unicode category Cc is exactly U+0000-U+001F and U+007F-U+009F.
+CONTROL_CHARACTER = re.compile("[\x00-\x1f\x7f-\x9f]")
+SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def ascii_int(value: str | None, *, max_value: int) -> int | None:
@@ -36,3 +38,12 @@ def text_problem(value: object, *, max_chars: int, what: str) -> str | None:
     if match := CONTROL_CHARACTER.search(value):
         return f"{what} contains a control character (U+{ord(match.group()):04X})"
     return None
+
+
+def shown(value: object, *, max_chars: int = 100) -> str:
+    """``value`` made safe to show on a page or a terminal (neither can encode a lone
+    surrogate): surrogates and control characters written as escapes, cut to ``max_chars``."""
+    text = value if isinstance(value, str) else ""
+    text = SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
+    text = CONTROL_CHARACTER.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
+    return text if len(text) <= max_chars else text[: max_chars - 1] + "…"
