@@ -97,7 +97,7 @@ class ImportValuesPythonCannotHoldTest(NotebookTestCase):
         document = copy.deepcopy(self.document)
         document["entries"][0]["id"] = "\ud800"
         raw = json.dumps(document).encode()  # ensure_ascii: the file carries "\ud800" as an escape
-        self.assertContains(self.post(raw), "the file is not JSON", status_code=400)
+        self.assertContains(self.post(raw), "it is not JSON", status_code=400)
         # A document built in Python (not parsed from a file) reports the id escaped.
         report = transfer.codex_import(codex=self.alice_codex, document=document)
         self.assertEqual(report.refused[0].entry_id, "\\ud800")
