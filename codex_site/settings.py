@@ -101,6 +101,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Static files (the admin's CSS and JS) from STATIC_ROOT, before anything else runs for them.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     # Before CommonMiddleware, so that preflights are answered before anything else runs.
     "corsheaders.middleware.CorsMiddleware",
@@ -205,6 +207,17 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
+# WhiteNoise serves what `collectstatic` put in STATIC_ROOT: names with a content hash
+# (cached for a year) and gzip copies, the same under `make run` (which collects first) and
+# in production, where nginx may serve /static/ itself as an optimisation. Not from the
+# finders, even in debug, so that a page that works locally works deployed. (The test
+# runner uses Django's plain storage and the finders: tests do not run collectstatic.)
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}
+WHITENOISE_USE_FINDERS = False
+WHITENOISE_AUTOREFRESH = False
 
 LOGIN_URL = "/accounts/login/"
 
