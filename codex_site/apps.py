@@ -3,6 +3,8 @@ from pathlib import Path
 from django.apps import AppConfig
 from django.conf import settings
 
+import codex_metrics
+
 
 class CodexSiteConfig(AppConfig):
     """The project itself as an app, for its start-up checks."""
@@ -17,6 +19,7 @@ class CodexSiteConfig(AppConfig):
         from codex_site.request_connections import close_request_connections
 
         request_finished.connect(close_request_connections, dispatch_uid="codex_close_request_connections")
+        codex_metrics.configure(enabled=settings.CODEX_METRICS)
 
         # SQLite needs its directory; made when the process starts, not when settings load.
         database = settings.DATABASES["default"]

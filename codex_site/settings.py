@@ -241,6 +241,16 @@ CODEX_CIMD_RATE_LIMIT = envint("CODEX_CIMD_RATE_LIMIT", 30)
 CODEX_TOOL_CALLS_PER_MINUTE = envint("CODEX_TOOL_CALLS_PER_MINUTE", 600)
 CODEX_QUOTA_ENTRIES = envint("CODEX_QUOTA_ENTRIES", 1_000_000)
 CODEX_QUOTA_STORED_BYTES = envint("CODEX_QUOTA_STORED_BYTES", 5 * 1024**3)
+# Prometheus metrics at /metrics (codex_metrics): on unless CODEX_METRICS=0. Served only to
+# the client addresses or networks in CODEX_METRICS_ALLOW (loopback by default; "none" for no
+# address) or with "Authorization: Bearer $CODEX_METRICS_TOKEN"; anyone else gets a 404.
+CODEX_METRICS = envbool("CODEX_METRICS", True)
+CODEX_METRICS_ALLOW = (
+    []
+    if os.environ.get("CODEX_METRICS_ALLOW", "").strip().lower() == "none"
+    else envlist("CODEX_METRICS_ALLOW", ["127.0.0.1", "::1"])
+)
+CODEX_METRICS_TOKEN = os.environ.get("CODEX_METRICS_TOKEN", "")
 # Client ID Metadata Documents on loopback addresses (a local client): debug only, and the
 # test runner turns it on.
 CODEX_CIMD_ALLOW_LOOPBACK = envbool("CODEX_CIMD_ALLOW_LOOPBACK", DEBUG)

@@ -22,6 +22,7 @@ OAUTH_ENDPOINTS = (
 urlpatterns = [
     path("", site_views.home, name="home"),
     path("healthz", site_views.healthz, name="healthz"),
+    path("metrics", site_views.metrics, name="metrics"),
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
     path("account/clients/", include("authserver.urls")),
