@@ -1,6 +1,6 @@
 # Developer entry points.
 #
-#   make run                      bootstrap, local key (once), migrate, (codex_firstrun), uvicorn via
+#   make run                      bootstrap, local key (once), migrate, collectstatic, (codex_firstrun), uvicorn via
 #                                 codex_site.serve (proxy headers off, concurrency limit)
 #   make run PORT=9000            ... on another port (DJANGO_DEBUG defaults to 1)
 #   make test                     migrations check, tests on SQLite, then on a
@@ -55,6 +55,7 @@ run: bootstrap
 		echo "made a local secret key in $$key"; \
 	fi
 	$(PY) manage.py migrate --noinput
+	$(PY) manage.py collectstatic --noinput -v 0
 	@if $(PY) manage.py help codex_firstrun >/dev/null 2>&1; then \
 		echo "$(PY) manage.py codex_firstrun"; \
 		$(PY) manage.py codex_firstrun; \

@@ -26,6 +26,7 @@ from django.db import connections, router
 from django.db.backends.base.base import BaseDatabaseWrapper
 from oauth2_provider.models import get_access_token_model
 
+import codex_metrics
 from notebook.sql.cache import PerDatabase
 from notebook.sql.converters import ModelColumns
 from notebook.sql.driver import fetchone, run
@@ -34,9 +35,10 @@ from notebook.sql.driver import fetchone, run
 class TokenRejected(Exception):
     """The bearer token cannot be used here (HTTP 401); ``description`` is safe to show."""
 
-    def __init__(self, description: str) -> None:
+    def __init__(self, description: str, reason: str = "invalid") -> None:
         super().__init__(description)
         self.description = description
+        codex_metrics.token_refused(reason)  # each refusal is made once, where it is decided
 
 
 class ScopesMissing(Exception):
@@ -45,6 +47,7 @@ class ScopesMissing(Exception):
     def __init__(self, missing: list[str]) -> None:
         super().__init__(" ".join(missing))
         self.missing = missing
+        codex_metrics.token_refused("insufficient_scope")
 
 
 @dataclass(frozen=True)
@@ -149,12 +152,14 @@ def check_access_token(checksum: str, scopes: Iterable[str] = ()) -> TokenGrant:
         # Unknown and revoked look the same: DOT deletes revoked access tokens.
         raise TokenRejected("The access token is not recognized or has been revoked")
     if token.is_expired():
-        raise TokenRejected("The access token has expired")
+        raise TokenRejected("The access token has expired", reason="expired")
     if token.resource != [settings.CODEX_RESOURCE_URL]:
-        raise TokenRejected(f"The access token was not issued for {settings.CODEX_RESOURCE_URL}")
+        raise TokenRejected(
+            f"The access token was not issued for {settings.CODEX_RESOURCE_URL}", reason="wrong_audience"
+        )
     user = token.user
     if user is None or not user.is_active:
-        raise TokenRejected("The access token's user cannot use this server")
+        raise TokenRejected("The access token's user cannot use this server", reason="user_inactive")
     needed = list(scopes)
     if not token.allow_scopes(needed):
         held = set(token.scope.split())

@@ -15,6 +15,7 @@ from oauth2_provider.models import get_application_model
 from oauth2_provider.views import AuthorizationView
 from oauth2_provider.views.dynamic_client_registration import DynamicClientRegistrationView
 
+import codex_metrics
 from authserver.cimd import refusal_hint
 from authserver.ratelimit import allow, client_address
 from authserver.registration import NeverCachedMixin, registration_body_problem
@@ -49,6 +50,7 @@ class CodexAuthorizationView(AuthorizationView):
                 "cimd", client_address(request), limit=settings.CODEX_CIMD_RATE_LIMIT, window_seconds=600
             )
             if not ok:
+                codex_metrics.limit_refused("metadata_documents")
                 response = render(
                     request,
                     "authserver/rate_limited.html",
@@ -115,6 +117,7 @@ class RateLimitedRegistrationView(NeverCachedMixin, DynamicClientRegistrationVie
             "dcr", client_address(request), limit=settings.CODEX_DCR_RATE_LIMIT, window_seconds=3600
         )
         if not ok:
+            codex_metrics.limit_refused("registrations")
             return _too_many(
                 "Too many client registrations from this address; retry after the Retry-After interval.",
                 retry_after,

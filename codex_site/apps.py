@@ -1,7 +1,10 @@
+import logging
 from pathlib import Path
 
 from django.apps import AppConfig
 from django.conf import settings
+
+import codex_metrics
 
 
 class CodexSiteConfig(AppConfig):
@@ -17,6 +20,10 @@ class CodexSiteConfig(AppConfig):
         from codex_site.request_connections import close_request_connections
 
         request_finished.connect(close_request_connections, dispatch_uid="codex_close_request_connections")
+        codex_metrics.configure(enabled=settings.CODEX_METRICS)
+        # Python's warnings (WhiteNoise's "No directory at: .../static/" before collectstatic, say)
+        # go to the configured handlers, so that with CODEX_LOG_FORMAT=json they are JSON lines too.
+        logging.captureWarnings(True)
 
         # SQLite needs its directory; made when the process starts, not when settings load.
         database = settings.DATABASES["default"]

@@ -14,6 +14,8 @@ from django.conf import settings
 from django.core.checks import register
 from django.core.exceptions import ImproperlyConfigured
 
+from codex_metrics.exposition import parse_networks
+
 
 class RefusedToStart(ImproperlyConfigured):
     """The configuration cannot run; the message says what to set."""
@@ -32,6 +34,12 @@ def configuration_problem() -> str | None:
     public = urlsplit(settings.CODEX_PUBLIC_URL)
     if public.scheme not in {"http", "https"} or not public.netloc or public.path not in {"", "/"}:
         return f"CODEX_PUBLIC_URL must be an origin like https://codex.example.com, not {settings.CODEX_PUBLIC_URL!r}"
+    try:
+        parse_networks(settings.CODEX_METRICS_ALLOW)
+    except ValueError as error:
+        return f"CODEX_METRICS_ALLOW: {error} (give comma-separated addresses or networks, or none)"
+    if settings.CODEX_METRICS_TOKEN and len(settings.CODEX_METRICS_TOKEN) < 16:
+        return "CODEX_METRICS_TOKEN is too short to be a secret: use at least 16 random characters"
     return None
 
 

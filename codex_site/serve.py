@@ -18,6 +18,11 @@ Used by ``make run`` and the systemd units in ``deploy/``. What it adds to a bar
 - The h11 protocol, whatever else is installed, with its bound on a request's headers
   (``--h11-max-incomplete-event-size``: a request whose headers pass it is refused), and
   no WebSocket (nothing here speaks it; ``wsproto`` is installed for the test browser).
+- With several workers (``--workers N``, or uvicorn's ``WEB_CONCURRENCY``), metrics in
+  prometheus_client's multiprocess mode: ``PROMETHEUS_MULTIPROC_DIR`` (default
+  ``<CODEX_VAR_DIR>/prometheus``) is cleaned of the last run's files here, in the process that
+  starts the workers, before any of them runs, so that one scrape adds up every worker's
+  counts (``codex_metrics``). An operator who sets the variable gets the same with one worker.
 
 Request bodies are bounded by the application itself (``codex_site.bodies``: size, and
 the time the body may take to arrive). uvicorn has no timeout for a request's headers: a
@@ -30,6 +35,8 @@ import os
 import resource
 import sys
 from collections.abc import Mapping, Sequence
+
+from codex_metrics.exposition import MULTIPROC_ENV, clean_multiprocess_dir
 
 APP = "codex_site.asgi:application"
 # uvicorn's default, named here because it is the only bound on a request's headers.
@@ -71,9 +78,40 @@ def uvicorn_args(environ: Mapping[str, str], extra: Sequence[str] = ()) -> list[
     return args + list(extra)
 
 
+def worker_count(environ: Mapping[str, str], extra: Sequence[str]) -> int:
+    """How many worker processes uvicorn will start: ``--workers N`` (or ``--workers=N``),
+    else ``WEB_CONCURRENCY``, else one."""
+    value = environ.get("WEB_CONCURRENCY", "1")
+    for index, argument in enumerate(extra):
+        if argument == "--workers" and index + 1 < len(extra):
+            value = extra[index + 1]
+        elif argument.startswith("--workers="):
+            value = argument.partition("=")[2]
+    try:
+        return max(1, int(value))
+    except ValueError:
+        return 1  # uvicorn refuses it with its own message
+
+
+def metrics_dir(environ: Mapping[str, str], extra: Sequence[str]) -> str | None:
+    """Where the workers keep their metric values (prometheus_client's multiprocess mode),
+    or None for one process that keeps them in memory."""
+    if environ.get(MULTIPROC_ENV):
+        return environ[MULTIPROC_ENV]
+    if worker_count(environ, extra) > 1:
+        from codex_site.settings import VAR_DIR  # settings only read the environment
+
+        return str(VAR_DIR / "prometheus")
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     extra = list(sys.argv[1:] if argv is None else argv)
     args = uvicorn_args(os.environ, extra)
+    if directory := metrics_dir(os.environ, extra):
+        # Before any worker starts: the last run's values must not be added to this run's.
+        clean_multiprocess_dir(directory)
+        os.environ[MULTIPROC_ENV] = directory
     # exec, so that uvicorn is the process a supervisor signals.
     os.execv(sys.executable, [sys.executable, "-m", "uvicorn", *args])
 

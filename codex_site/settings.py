@@ -105,6 +105,8 @@ MIDDLEWARE = [
     # Then U+0000 anywhere in a request's texts is a 400, before any lookup (PostgreSQL refuses it).
     "codex_site.middleware.NulCharacterMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # Static files (the admin's CSS and JS) from STATIC_ROOT, before anything else runs for them.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     # Before CommonMiddleware, so that preflights are answered before anything else runs.
     "corsheaders.middleware.CorsMiddleware",
@@ -209,6 +211,17 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
+# WhiteNoise serves what `collectstatic` put in STATIC_ROOT: names with a content hash
+# (cached for a year) and gzip copies, the same under `make run` (which collects first) and
+# in production, where nginx may serve /static/ itself as an optimisation. Not from the
+# finders, even in debug, so that a page that works locally works deployed. (The test
+# runner uses Django's plain storage and the finders: tests do not run collectstatic.)
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}
+WHITENOISE_USE_FINDERS = False
+WHITENOISE_AUTOREFRESH = False
 
 LOGIN_URL = "/accounts/login/"
 
@@ -237,6 +250,16 @@ CODEX_CIMD_RATE_LIMIT = envint("CODEX_CIMD_RATE_LIMIT", 30)
 CODEX_TOOL_CALLS_PER_MINUTE = envint("CODEX_TOOL_CALLS_PER_MINUTE", 600)
 CODEX_QUOTA_ENTRIES = envint("CODEX_QUOTA_ENTRIES", 1_000_000)
 CODEX_QUOTA_STORED_BYTES = envint("CODEX_QUOTA_STORED_BYTES", 5 * 1024**3)
+# Prometheus metrics at /metrics (codex_metrics): on unless CODEX_METRICS=0. Served only to
+# the client addresses or networks in CODEX_METRICS_ALLOW (loopback by default; "none" for no
+# address) or with "Authorization: Bearer $CODEX_METRICS_TOKEN"; anyone else gets a 404.
+CODEX_METRICS = envbool("CODEX_METRICS", True)
+CODEX_METRICS_ALLOW = (
+    []
+    if os.environ.get("CODEX_METRICS_ALLOW", "").strip().lower() == "none"
+    else envlist("CODEX_METRICS_ALLOW", ["127.0.0.1", "::1"])
+)
+CODEX_METRICS_TOKEN = os.environ.get("CODEX_METRICS_TOKEN", "")
 # Client ID Metadata Documents on loopback addresses (a local client): debug only, and the
 # test runner turns it on.
 CODEX_CIMD_ALLOW_LOOPBACK = envbool("CODEX_CIMD_ALLOW_LOOPBACK", DEBUG)

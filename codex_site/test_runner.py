@@ -2,7 +2,8 @@
 
 Settings never look at the command line; ``TEST_RUNNER`` points here and the
 runner applies what tests need before any database or system check is touched:
-a fast password hasher, a throwaway secret key (unless one is set), no persistent
+a fast password hasher, a throwaway secret key (unless one is set), static files from
+the finders (no collectstatic), no persistent
 connections (a connection left open in a live server's thread would keep
 PostgreSQL from dropping the test database), quiet logs, and Client ID Metadata
 Documents served from loopback (the tests' own clients).
@@ -19,6 +20,7 @@ from django.test.runner import DiscoverRunner
 from django.test.utils import override_settings
 
 TEST_SECRET_KEY = "test-only-key-not-for-production-" + "x" * 32
+PLAIN_STATIC_STORAGE = "django.contrib.staticfiles.storage.StaticFilesStorage"
 
 
 def quiet_logging(config: dict[str, Any]) -> dict[str, Any]:
@@ -41,6 +43,12 @@ class CodexTestRunner(DiscoverRunner):
             CODEX_CIMD_ALLOW_LOOPBACK=True,
             # Also what a later django.setup() (importing codex_site.asgi) configures.
             LOGGING=quiet_logging(settings.LOGGING),
+            # Django's advice for tests: not the manifest storage, which needs collectstatic
+            # first; WhiteNoise serves the same files from the finders instead
+            # (tests.test_static checks the collected, hashed and compressed ones).
+            STORAGES={**settings.STORAGES, "staticfiles": {"BACKEND": PLAIN_STATIC_STORAGE}},
+            WHITENOISE_USE_FINDERS=True,
+            STATIC_ROOT=None,  # nothing collected: WhiteNoise would warn that it is missing
         ).enable()
         logging.config.dictConfig(settings.LOGGING)
         for alias in settings.DATABASES:

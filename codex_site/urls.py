@@ -23,6 +23,7 @@ OAUTH_ENDPOINTS = (
 urlpatterns = [
     path("", site_views.home, name="home"),
     path("healthz", site_views.healthz, name="healthz"),
+    path("metrics", site_views.metrics, name="metrics"),
     path("admin/", admin.site.urls),
     # Sign-in, sign-out and changing one's password. Not the password-reset pages: they
     # mail a link, and this server sends no mail (an operator sets a forgotten password

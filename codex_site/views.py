@@ -1,15 +1,18 @@
-"""The site's own small pages: home, health check, and a JSON 404."""
+"""The site's own small pages: home, health check, metrics, and a JSON 404."""
 
 import logging
 from typing import Any
 
 from django.conf import settings
 from django.db import connection
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
+import codex_metrics
+from codex_metrics import exposition
 from codex_site.middleware import unavailable_response
 from common.outage import UNAVAILABLE_ERRORS, log_database_unavailable
+from notebook import quotas
 
 logger = logging.getLogger(__name__)
 
@@ -33,3 +36,28 @@ def healthz(request: HttpRequest) -> JsonResponse:
 
 def not_found(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
     return JsonResponse({"error": "not_found"}, status=404)
+
+
+def _usage_totals() -> tuple[int, int, int] | None:
+    try:
+        return quotas.usage_totals()
+    except UNAVAILABLE_ERRORS as error:
+        # Not an "unavailable" answer: the scrape still answers, without these gauges.
+        logger.warning("metrics: codex totals left out, the database is unavailable (%s)", type(error).__name__)
+        return None
+
+
+def metrics(request: HttpRequest) -> HttpResponse:
+    """The Prometheus scrape, for allowed addresses or the metrics token only; 404 for anyone else."""
+    allowed = codex_metrics.enabled() and exposition.scrape_allowed(
+        client=request.META.get("REMOTE_ADDR"),
+        authorization=request.headers.get("authorization"),
+        networks=exposition.parse_networks(settings.CODEX_METRICS_ALLOW),
+        token=settings.CODEX_METRICS_TOKEN,
+    )
+    if not allowed:
+        raise Http404("no such page")
+    body, content_type = exposition.scrape([exposition.UsageCollector(_usage_totals)])
+    response = HttpResponse(body, content_type=content_type)
+    response["Cache-Control"] = "no-store"
+    return response

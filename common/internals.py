@@ -213,12 +213,4 @@ REGISTER: tuple[Internal, ...] = (
         "execute_wrappers.append",
         "a span per SQL statement on every connection of the process, the SQLite write connection included",
     ),
-    # --- Django: tests only ----------------------------------------------------------------------
-    Internal(
-        DJANGO,
-        "django.contrib.staticfiles.handlers.ASGIStaticFilesHandler",
-        ("tests/live.py",),
-        "ASGIStaticFilesHandler",
-        "a live test server that serves the admin's static files from the finders, as runserver does",
-    ),
 )

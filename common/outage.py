@@ -13,6 +13,8 @@ import time
 
 from django.db import DatabaseError, InterfaceError, OperationalError
 
+import codex_metrics
+
 QUIET_SECONDS = 30.0
 """A database failure after this long without one starts a new outage (and gets a traceback)."""
 
@@ -34,6 +36,7 @@ def _starts_outage() -> bool:
 
 def log_database_unavailable(logger: logging.Logger, what: str, error: BaseException) -> None:
     """One WARNING line naming ``what`` was refused and why; the traceback once per outage."""
+    codex_metrics.database_unavailable()
     first_line = (str(error).strip().splitlines() or [""])[0][:200]
     if _starts_outage():
         logger.warning(

@@ -22,6 +22,7 @@ from jsonschema.exceptions import best_match
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
+import codex_metrics
 from mcp_endpoint.tools import TOOLS, TOOLS_BY_NAME
 from notebook.limits import MAX_ARGUMENT_MEMBERS
 
@@ -78,6 +79,7 @@ def describe_violation(error: SchemaViolation) -> str:
     return f"{_path(error)}: {error.message[:200]}"
 
 
+@codex_metrics.counts_protocol_errors
 def check_call(name: str, arguments: dict[str, Any]) -> None:
     """The protocol-level checks: unknown tool, argument-tree size."""
     if name not in TOOLS_BY_NAME:

@@ -35,6 +35,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Message, Receive, Scope, Send
 
+import codex_metrics
 from common import tracing
 from common.origins import origin_allowed
 from common.outage import log_database_unavailable
@@ -338,6 +339,7 @@ class GuardedMCPApp:
 
         raw_token = _bearer_token(headers)
         if raw_token is None:
+            codex_metrics.token_refused("missing")
             hint = "Send the access token in the Authorization header"
             if b"access_token=" in scope.get("query_string", b""):
                 hint += "; tokens in the query string are not accepted"

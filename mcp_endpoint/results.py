@@ -13,6 +13,7 @@ import orjson
 from django.db import InterfaceError, OperationalError
 from pydantic import BaseModel
 
+import codex_metrics
 from common.outage import log_database_unavailable
 from mcp_endpoint.auth import REFUSAL_META
 from mcp_endpoint.boundary import run_sync
@@ -52,6 +53,10 @@ def text_result(payload: dict[str, Any], *, is_error: bool) -> dict[str, Any]:
     if not is_error:
         result[_STRUCTURED] = payload
     return result
+
+
+# What a tool call can answer: ok, or one of the contract's error codes (the metrics' labels).
+OUTCOMES = ("ok", *dict.fromkeys(kind.code for kind in (NotebookError, *NotebookError.__subclasses__())))
 
 
 def error_result(error: NotebookError) -> dict[str, Any]:
@@ -105,6 +110,7 @@ async def run_tool(
             outcome, result = _REFUSED_AS[done.status].code, refusal_result(done)
         else:
             outcome, result = "ok", text_result(done, is_error=False)
+    codex_metrics.tool_call(name, outcome, started)
     if call is not None:
         call.log(outcome, time.perf_counter() - started)
     return result

@@ -23,12 +23,13 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.inbound import x_mcp_header_map
 
+import codex_metrics
 from common import tracing
 from common.outage import log_database_unavailable
 from mcp_endpoint import auth
 from mcp_endpoint.arguments import check_call, schema_violation
 from mcp_endpoint.calls import ToolCall
-from mcp_endpoint.results import Refusal, run_tool
+from mcp_endpoint.results import OUTCOMES, Refusal, run_tool
 from mcp_endpoint.tools import TOOLS, TOOLS_BY_NAME, Tool
 from mcp_endpoint.versions import SUPPORTED_VERSIONS
 from notebook import services
@@ -40,6 +41,8 @@ logger = logging.getLogger(__name__)
 SERVER_NAME = "agent-codex"
 SERVER_TITLE = "Agent Codex"
 SERVER_VERSION = "0.1.0"
+
+codex_metrics.define_tool_calls(TOOLS_BY_NAME, OUTCOMES)
 
 _LISTING = types.ListToolsResult(tools=[types.Tool.model_validate(tool.listing()) for tool in TOOLS])
 
@@ -88,6 +91,7 @@ def _execute(
         else:
             grant = _grant_for(tool, call)
     if retry_after := auth.tool_call_retry_after(grant.token_checksum):
+        codex_metrics.limit_refused("tool_calls_per_minute")
         raise ResourceExhausted(
             f"This access token made more than {settings.CODEX_TOOL_CALLS_PER_MINUTE} tool calls this minute "
             f"(CODEX_TOOL_CALLS_PER_MINUTE); retry in {retry_after} seconds"

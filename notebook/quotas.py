@@ -13,9 +13,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
-from django.db.models import F, QuerySet
+from django.db.models import Count, F, QuerySet, Sum
 from django.db.models.functions import Greatest
 
+import codex_metrics
 from notebook import store
 from notebook.exceptions import Internal, ResourceExhausted
 from notebook.models import Codex, EntryRevision
@@ -94,13 +95,22 @@ def charge(*, codex: Codex, entries: int, stored_bytes: int) -> int:
     if usage is None:
         raise Internal("The codex disappeared during the write")
     if entries and usage["entry_count"] + entries > max_entries:
+        codex_metrics.limit_refused("entries")
         raise ResourceExhausted(
             f"This codex holds {usage['entry_count']:,} entries, its quota of {max_entries:,} entries "
             "(CODEX_QUOTA_ENTRIES). A new entry can be saved only after the operator raises the quota; "
             "retrying will not help before then. Existing entries can still be read and updated."
         )
+    codex_metrics.limit_refused("stored_bytes")
     raise ResourceExhausted(
         f"This codex stores {usage['stored_bytes']:,} bytes; this write of {stored_bytes:,} bytes would pass "
         f"its quota of {max_bytes:,} bytes (CODEX_QUOTA_STORED_BYTES; every revision counts). Retrying will "
         "not help until the operator raises the quota."
     )
+
+
+def usage_totals() -> tuple[int, int, int]:
+    """(codexes, entries, stored bytes) over every codex, from the kept counters: one
+    aggregate over the codex table (a row per person), never a count of entries."""
+    totals = Codex.objects.aggregate(codexes=Count("pk"), entries=Sum("entry_count"), stored=Sum("stored_bytes"))
+    return totals["codexes"], totals["entries"] or 0, totals["stored"] or 0

@@ -64,6 +64,7 @@ from contextlib import contextmanager
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 
+import codex_metrics
 from notebook.sqlite.files import file_of, write_queue
 from notebook.sqlite.group_sync import LogSync
 
@@ -128,7 +129,9 @@ def write_transaction(using: str = DEFAULT_DB_ALIAS) -> Iterator[None]:
     file = file_of(connection)
     file.sync.begin()
     try:
+        queued = codex_metrics.clock()
         with file.lock:
+            codex_metrics.sqlite_writer_waited(queued)
             # A thread whose connection is watched (DEBUG's query log, assertNumQueries,
             # execute wrappers) writes on it, so that the watchers see the statements; a
             # wrapper that every connection has (tracing's) sees them on the writer too.

@@ -18,11 +18,18 @@ medians over the slices. "cpu/call" is the server's CPU time (user + system, eve
 worker) per call, which idle time and a slower client do not change; "cpu vs no-op" is
 the anchor's CPU per call over the project's.
 
+``--observability`` runs the project twice, same build, side by side: with metrics and JSON
+logs off (``CODEX_METRICS=0``, plain logs at WARNING) and on (``CODEX_METRICS=1``,
+``CODEX_LOG_FORMAT=json``, logs at INFO, to a file), each slice of one right after a slice of
+the other and of the anchor; it prints both against the anchor and "on/off", the on server's
+calls over the off server's in the same slices (and the same for CPU per call).
+
     .venv/bin/python scripts/bench_mcp.py                         # SQLite, 10 s per scenario, 8 and 32 connections
     .venv/bin/python scripts/bench_mcp.py --duration 5 --connections 8
     bash scripts/with_postgres.sh .venv/bin/python scripts/bench_mcp.py
     .venv/bin/python scripts/bench_mcp.py --soak 300               # memory soak: mixed load, RSS every 10 s
     .venv/bin/python scripts/bench_mcp.py --traces                 # the project with traces on (OTLP to a sink)
+    .venv/bin/python scripts/bench_mcp.py --observability --scenarios get,save --connections 8
 
 ``make bench`` and ``make bench-pg`` run the first and third. wrk is the Debian package
 ``wrk``; when it is missing and this runs as root, it is installed with apt-get.
@@ -42,6 +49,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ROOT / "scripts"
@@ -125,13 +133,15 @@ def tree_rss_mib(pid: int) -> float:
 class Uvicorn:
     """One uvicorn server on a free port, optionally pinned to a CPU."""
 
-    def __init__(self, app: list[str], *, workers: int, cpu: int | None, env: dict[str, str]) -> None:
+    def __init__(
+        self, app: list[str], *, workers: int, cpu: int | None, env: dict[str, str], stderr: Any = None
+    ) -> None:
         self.port = free_port()
         command = [sys.executable, "-m", "uvicorn", *app, "--host", "127.0.0.1", "--port", str(self.port)]
         command += ["--workers", str(workers), "--log-level", "warning", "--no-access-log"]
         if cpu is not None:
             command = ["taskset", "-c", str(cpu), *command]
-        self.process = subprocess.Popen(command, cwd=ROOT, env=env)
+        self.process = subprocess.Popen(command, cwd=ROOT, env=env, stderr=stderr)
         deadline = time.monotonic() + 60
         while True:
             try:
@@ -316,6 +326,44 @@ def otlp_sink() -> str:
     return f"http://127.0.0.1:{server.server_address[1]}"
 
 
+def compare_observability(noop, off, on, wrk, args, scenarios, connection_counts, token, get_file, wrk_cpu) -> None:
+    """Slices of the anchor, the project with metrics and logs off, and on, in turn."""
+    print()
+    print(
+        f"{'scenario':<28} {'conns':>5} {'off/s':>9} {'on/s':>9} {'off vs no-op':>13} {'on vs no-op':>12} "
+        f"{'on/off':>7} {'cpu on/off':>11} {'p99 off':>8} {'p99 on':>8} {'errors':>7}"
+    )
+    slice_seconds = max(1, round(args.duration / args.rounds))
+    for connections in connection_counts:
+        for scenario in scenarios:
+            if scenario == "update":
+                raise SystemExit("--observability measures get, save and the searches (update needs one server)")
+            options = dict(token=token, connections=connections, cpu=wrk_cpu)
+            measure(noop, wrk, "noop", id_file="-", duration=1, **options)
+            for server in (off, on):
+                measure(server, wrk, scenario, id_file=get_file, duration=1, **options)
+            off_slices, on_slices = [], []
+            for round_number in range(args.rounds):
+                anchor = measure(noop, wrk, "noop", id_file="-", duration=slice_seconds, **options)
+                # Alternate which goes first, so neither always runs right after the anchor.
+                order = (off, on) if round_number % 2 == 0 else (on, off)
+                runs = {
+                    server: measure(server, wrk, scenario, id_file=get_file, duration=slice_seconds, **options)
+                    for server in order
+                }
+                off_slices.append((anchor, runs[off]))
+                on_slices.append((dict(anchor), runs[on]))
+            quiet, loud = paired(off_slices), paired(on_slices)
+            print(
+                f"{LABELS[scenario]:<28} {connections:>5} {quiet['rate']:9.1f} {loud['rate']:9.1f} "
+                f"{quiet['rate'] / quiet['anchor_rate']:13.3f} {loud['rate'] / loud['anchor_rate']:12.3f} "
+                f"{loud['rate'] / quiet['rate']:7.3f} {loud['cpu_per_call'] / quiet['cpu_per_call']:11.3f} "
+                f"{quiet['p99_us'] / 1000:8.1f} {loud['p99_us'] / 1000:8.1f} "
+                f"{quiet['errors'] + loud['errors']:7.0f}",
+                flush=True,
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--duration", type=int, default=10, help="seconds of load per scenario and server (default 10)")
@@ -331,6 +379,11 @@ def main() -> None:
     parser.add_argument("--soak", type=int, metavar="SECONDS", help="run only the memory soak, for SECONDS (e.g. 300)")
     parser.add_argument(
         "--traces", action="store_true", help="the project with OpenTelemetry traces on, sent to a sink"
+    )
+    parser.add_argument(
+        "--observability",
+        action="store_true",
+        help="run the project with metrics and JSON logs off and on, side by side, and compare",
     )
     args = parser.parse_args()
     connection_counts = [int(count) for count in args.connections.split(",")]
@@ -371,6 +424,20 @@ def main() -> None:
         + ("servers on CPU 0, wrk on CPU 1" if pinned else "no CPU pinning (fewer than 2 CPUs or no taskset)")
     )
     noop = Uvicorn(["--app-dir", str(SCRIPTS), "bench_noop_server:app"], workers=args.workers, cpu=server_cpu, env=env)
+    if args.observability:
+        quiet = {**{key: value for key, value in env.items() if key != "CODEX_LOG_FORMAT"}, "CODEX_METRICS": "0"}
+        loud = {**env, "CODEX_METRICS": "1", "CODEX_LOG_FORMAT": "json", "CODEX_LOG_LEVEL": "INFO"}
+        log = open(os.path.join(var, "observability-on.log"), "wb")  # noqa: SIM115 (closed by exit)
+        off = Uvicorn(["codex_site.asgi:application"], workers=args.workers, cpu=server_cpu, env=quiet)
+        on = Uvicorn(["codex_site.asgi:application"], workers=args.workers, cpu=server_cpu, env=loud, stderr=log)
+        try:
+            compare_observability(noop, off, on, wrk, args, scenarios, connection_counts, token, get_file, wrk_cpu)
+        finally:
+            for server in (noop, off, on):
+                server.stop()
+            print(f"the on server logged {os.path.getsize(log.name):,} bytes")
+            shutil.rmtree(var, ignore_errors=True)
+        return
     project_env = dict(env, OTEL_EXPORTER_OTLP_ENDPOINT=otlp_sink()) if args.traces else env
     project = Uvicorn(["codex_site.asgi:application"], workers=args.workers, cpu=server_cpu, env=project_env)
     try:

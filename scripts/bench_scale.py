@@ -18,6 +18,10 @@ elsewhere, which must cost what the large codex holds, not what the server holds
     bash scripts/with_postgres.sh .venv/bin/python scripts/bench_scale.py
     bash scripts/with_postgres.sh .venv/bin/python scripts/bench_scale.py --entries 100000 --repeat 30
     bash scripts/with_postgres.sh .venv/bin/python scripts/bench_scale.py --others 1000000
+    bash scripts/with_postgres.sh .venv/bin/python scripts/bench_scale.py --metrics-only
+
+Every run also times the Prometheus scrape: ``python -m codex_site.serve`` on the filled
+database and ``GET /metrics`` over HTTP (``--metrics-only``: nothing else).
 """
 
 import argparse
@@ -252,6 +256,47 @@ def statements(work: Callable[[], object]) -> int:
     return len(captured)
 
 
+def time_metrics_scrape(repeat: int, expected_entries: int) -> None:
+    """``GET /metrics`` from a real server on this database, against ``GET /healthz`` (one
+    ``SELECT 1``) from the same server in alternation: p50 and max of each, and the
+    codex-totals query alone, in this process."""
+    import httpx2
+
+    from notebook import quotas
+    from tests.served import free_port, start_serve, stop, wait_until_healthy
+
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    env = {**os.environ, "CODEX_PUBLIC_URL": base, "DJANGO_DEBUG": "0"}
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    server = start_serve(port, env, "--log-level", "warning")
+    took: dict[str, list[float]] = {"/metrics": [], "/healthz": []}
+    try:
+        wait_until_healthy(base, server)
+        with httpx2.Client(base_url=base, timeout=30) as http:
+            for _ in range(3):  # warm: connections, statements
+                http.get("/metrics")
+            for _ in range(repeat):
+                for path, times in took.items():
+                    started = time.perf_counter()
+                    answer = http.get(path)
+                    times.append((time.perf_counter() - started) * 1000)
+                    answer.raise_for_status()
+                    if path == "/metrics":
+                        scraped = answer
+    finally:
+        stop(server)
+    entries = next(float(line.split()[1]) for line in scraped.text.splitlines() if line.startswith("codex_entries "))
+    totals = timed(quotas.usage_totals, repeat)
+    metrics, health = (statistics.median(took[path]) for path in ("/metrics", "/healthz"))
+    print(
+        f"GET /metrics over HTTP ({len(scraped.content):,} bytes, codex_entries {entries:,.0f} of "
+        f"{expected_entries:,}): p50 {metrics:.2f} ms, max {max(took['/metrics']):.2f} ms; GET /healthz p50 "
+        f"{health:.2f} ms, max {max(took['/healthz']):.2f} ms (scrape / health check {metrics / health:.2f}); "
+        f"the codex-totals query alone p50 {statistics.median(totals):.2f} ms; {repeat} of each"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--entries", type=int, default=1_000_000, help="entries in the large codex")
@@ -265,6 +310,7 @@ def main() -> None:
         "--whole-table-trigram", action="store_true", help="build the old whole-table trigram indexes instead"
     )
     parser.add_argument("--no-explain", action="store_true")
+    parser.add_argument("--metrics-only", action="store_true", help="after the fill, time only the /metrics scrape")
     args = parser.parse_args()
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "codex_site.settings")
@@ -330,6 +376,9 @@ def main() -> None:
     )
     if args.others:
         print(f"the rare word {RARE_WORD!r} is in 10 entries of each measured codex and in every other entry elsewhere")
+    time_metrics_scrape(args.repeat, args.entries + args.small + args.others)
+    if args.metrics_only:
+        return
 
     results = {}
     for label, codex in [("small", small), ("large", large)]:

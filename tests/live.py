@@ -20,8 +20,7 @@ BOTH_SCOPES = ("notes:read", "notes:write")
 
 
 class LiveServer:
-    def __init__(self, serve_static: bool = False) -> None:
-        self.serve_static = serve_static
+    def __init__(self) -> None:
         self.socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.socket.bind(("127.0.0.1", 0))
@@ -31,13 +30,7 @@ class LiveServer:
         self.thread: threading.Thread | None = None
 
     def start(self) -> None:
-        application = build_application()
-        if self.serve_static:
-            # The admin's own CSS and scripts, from the app directories (as runserver serves them).
-            from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
-
-            application = ASGIStaticFilesHandler(application)
-        config = uvicorn.Config(application, lifespan="on", log_level="warning", access_log=False)
+        config = uvicorn.Config(build_application(), lifespan="on", log_level="warning", access_log=False)
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.socket]}, daemon=True)
         self.thread.start()
@@ -60,13 +53,12 @@ class LiveServerTestCase(TransactionTestCase):
 
     live: LiveServer
     _settings_override: Any
-    serve_static = False  # True: /static/ is served too (page tests that look at the admin)
 
     @classmethod
     def setUpClass(cls) -> None:
         super().setUpClass()
         cache.clear()  # rate-limit counters and fetch backoff from earlier classes
-        cls.live = LiveServer(serve_static=cls.serve_static)
+        cls.live = LiveServer()
         base = cls.live.base_url
         cls._settings_override = override_settings(
             **public_url_settings(base),

@@ -29,7 +29,6 @@ LONG_URL = "https://example.org/" + "path/" * 40 + "?query=" + "q" * 60
 
 class EveryPageFitsAndPassesAxeTest(BrowserPages, PageChecks, LiveServerTestCase):
     screenshot_prefix = "pages"
-    serve_static = True
 
     def setUp(self) -> None:
         self.web = headless_chromium()

@@ -69,6 +69,12 @@ class ImportDirectionTest(SimpleTestCase):
             with self.subTest(app=app):
                 self.assertEqual(importers(app, "codex_site"), [])
 
+    def test_the_metrics_lie_below_everything(self) -> None:
+        # Every app may call codex_metrics' hooks, so it imports nothing of the project.
+        for above in (*APPS, "codex_site", "common"):
+            with self.subTest(above=above):
+                self.assertEqual(importers("codex_metrics", above), [])
+
     def test_common_lies_below_every_app(self) -> None:
         for above in (*APPS, "codex_site"):
             with self.subTest(above=above):

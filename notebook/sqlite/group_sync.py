@@ -11,6 +11,8 @@ from collections.abc import Callable
 
 from django.db import OperationalError
 
+import codex_metrics
+
 logger = logging.getLogger(__name__)
 
 # How long a sync waits for writers already under way to commit, and for at most how many
@@ -116,7 +118,9 @@ class LogSync:
                     if remaining <= 0 or not self.gathered.wait(remaining):
                         break
                 covered = self.committed  # every commit so far wrote its pages before its ticket
+            started = codex_metrics.clock()
             synced = self._sync()
+            codex_metrics.sqlite_log_synced(started)
             with self.lock:
                 self.settled = covered
                 if synced:

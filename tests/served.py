@@ -1,0 +1,60 @@
+"""Processes the tests and scripts start on 127.0.0.1: a free port, a wait for a server's
+health check, and a stop that does not hang. Imports nothing of Django, so scripts may use it."""
+
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx2
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_until_healthy(base: str, process: subprocess.Popen, *, path: str = "/healthz", timeout: float = 60) -> None:
+    """Return once ``base + path`` answers 200; raise if ``process`` exits or time runs out."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if httpx2.get(base + path, timeout=2).status_code == 200:
+                return
+        except httpx2.TransportError:
+            pass
+        if time.monotonic() > deadline or process.poll() is not None:
+            raise RuntimeError(f"{process.args[:3]} did not answer {base + path}")
+        time.sleep(0.2)
+
+
+def stop(process: subprocess.Popen, timeout: float = 20) -> None:
+    """Terminate ``process`` and wait for it; kill it if it does not end in ``timeout``."""
+    process.terminate()
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def start_serve(port: int, env: dict[str, str], *extra: str, **popen) -> subprocess.Popen:
+    """``python -m codex_site.serve`` (how ``make run`` and production start) on 127.0.0.1."""
+    command = [sys.executable, "-m", "codex_site.serve", "--host", "127.0.0.1", "--port", str(port), *extra]
+    return subprocess.Popen(command, cwd=ROOT, env=env, **popen)
+
+
+def migrate_and_mint(env: dict[str, str], username: str, lifetime_seconds: int = 3600) -> str:
+    """Migrate the database ``env`` names, add ``username``, and return a token for it with
+    both scopes (``mint_token``, as an operator would)."""
+    manage = [sys.executable, "manage.py"]
+    run = {"cwd": ROOT, "env": env, "check": True, "capture_output": True, "text": True}
+    subprocess.run([*manage, "migrate", "--noinput"], **run)
+    add = f"from django.contrib.auth import get_user_model; get_user_model().objects.create_user({username!r})"
+    subprocess.run([*manage, "shell", "-c", add], **run)
+    scopes = ["--scopes", "notes:read notes:write", "--lifetime", str(lifetime_seconds)]
+    return subprocess.run([*manage, "mint_token", username, *scopes], **run).stdout.strip().splitlines()[-1]
