@@ -56,6 +56,8 @@ SCRIPTS = ROOT / "scripts"
 LUA = SCRIPTS / "bench_mcp.lua"
 sys.path.insert(0, str(ROOT))
 
+from tests.served import free_port, stop  # noqa: E402
+
 SCENARIOS = ["get", "save", "update", "search_tag", "search_query"]
 LABELS = {
     "noop": "no-op tool (anchor)",
@@ -83,12 +85,6 @@ def ensure_wrk() -> str:
     if not found:
         raise SystemExit("bench_mcp.py needs wrk: apt-get install wrk (or your system's package)")
     return found
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def tree_pids(pid: int) -> list[int]:
@@ -165,12 +161,7 @@ class Uvicorn:
         return tree_cpu_seconds(self.process.pid)
 
     def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        stop(self.process)
 
 
 def run_wrk(

@@ -6,14 +6,14 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import IO
 from urllib.parse import quote
 
-import httpx2
 from django.conf import settings
 from django.db import connection
+
+from tests.served import stop, wait_until_healthy
 
 ROOT = Path(__file__).resolve().parent.parent
 START_SECONDS = 60
@@ -72,27 +72,14 @@ class ServerProcess:
             stderr=subprocess.STDOUT if self.output is not None else subprocess.DEVNULL,
         )
         self.socket.close()  # the server has its own copy
-        deadline = time.monotonic() + START_SECONDS
-        while True:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"the server exited with status {self.process.returncode}")
-            try:
-                if httpx2.get(self.base_url + "/healthz", timeout=5).status_code == 200:
-                    return
-            except httpx2.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError("the server did not answer /healthz")
-            time.sleep(0.1)
+        try:
+            wait_until_healthy(self.base_url, self.process, timeout=START_SECONDS)
+        except RuntimeError:
+            self.stop()
+            raise
 
     def stop(self) -> None:
         if self.process is None:
             return
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        stop(self.process)
         self.process = None

@@ -14,14 +14,9 @@ from django.test import SimpleTestCase
 
 from codex_site.serve import uvicorn_args
 from tests.hostile import raw_request
+from tests.served import free_port, start_serve, stop, wait_until_healthy
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class ArgumentsTest(SimpleTestCase):
@@ -73,28 +68,12 @@ class ServedProcessTest(SimpleTestCase):
             capture_output=True,
             timeout=180,
         )
-        cls.process = subprocess.Popen(
-            [sys.executable, "-m", "codex_site.serve", "--host", "127.0.0.1", "--port", str(cls.port)],
-            cwd=ROOT,
-            env=cls.env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx2.get(cls.base + "/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx2.TransportError:
-                pass
-            if time.monotonic() > deadline or cls.process.poll() is not None:
-                raise RuntimeError("codex_site.serve did not start")
-            time.sleep(0.2)
+        cls.process = start_serve(cls.port, cls.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_until_healthy(cls.base, cls.process, timeout=30)
 
     @classmethod
     def tearDownClass(cls) -> None:
-        cls.process.terminate()
-        cls.process.wait(timeout=20)
+        stop(cls.process)
         cls.tmp.cleanup()
         super().tearDownClass()
 
