@@ -8,13 +8,13 @@ browser a failure instead.
 Screenshots go to ``var/screenshots/`` (ignored by git) so a person can look at each page.
 """
 
-import os
 import shutil
 from pathlib import Path
 from typing import Any
-from unittest import SkipTest
 
 from django.conf import settings
+
+from tests.served import missing
 
 CHROMIUM_CANDIDATES = ("chromium", "chromium-browser", "google-chrome")
 CHROMEDRIVER_CANDIDATES = ("chromedriver",)
@@ -38,10 +38,10 @@ def headless_chromium():
     """A Selenium WebDriver for headless Chromium; the caller quits it (use ``addCleanup``)."""
     browser, driver = _which(CHROMIUM_CANDIDATES), _which(CHROMEDRIVER_CANDIDATES)
     if browser is None or driver is None:
-        message = "headless browser tests need chromium and chromedriver (apt-get install chromium chromium-driver)"
-        if os.environ.get("CODEX_REQUIRE_BROWSER") == "1":
-            raise RuntimeError(message)
-        raise SkipTest(message)
+        missing(
+            "headless browser tests need chromium and chromedriver (apt-get install chromium chromium-driver)",
+            required_by="CODEX_REQUIRE_BROWSER",
+        )
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -117,10 +117,10 @@ def axe_source() -> str:
     if not script.is_file():
         npm = shutil.which("npm")
         if npm is None:
-            message = "the accessibility checks need npm to install axe-core (apt-get install npm)"
-            if os.environ.get("CODEX_REQUIRE_BROWSER") == "1":
-                raise RuntimeError(message)
-            raise SkipTest(message)
+            missing(
+                "the accessibility checks need npm to install axe-core (apt-get install npm)",
+                required_by="CODEX_REQUIRE_BROWSER",
+            )
         import subprocess
 
         subprocess.run(

@@ -5,18 +5,16 @@ Without the binary the tests skip, unless ``CODEX_REQUIRE_PROMETHEUS=1`` (CI set
 makes a missing Prometheus a failure instead.
 """
 
-import os
 import shutil
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
-from unittest import SkipTest
 
 import httpx2
 
-from tests.served import free_port, stop, wait_until_healthy
+from tests.served import free_port, missing, stop, wait_until_healthy
 
 ROOT = Path(__file__).resolve().parent.parent
 JOB = "agent-codex"  # the job name deploy/prometheus/ uses, so the console's queries apply
@@ -25,10 +23,9 @@ JOB = "agent-codex"  # the job name deploy/prometheus/ uses, so the console's qu
 def prometheus_binary() -> str:
     found = shutil.which("prometheus")
     if found is None:
-        message = "the metrics tests need Prometheus (apt-get install prometheus)"
-        if os.environ.get("CODEX_REQUIRE_PROMETHEUS") == "1":
-            raise RuntimeError(message)
-        raise SkipTest(message)
+        missing(
+            "the metrics tests need Prometheus (apt-get install prometheus)", required_by="CODEX_REQUIRE_PROMETHEUS"
+        )
     return found
 
 

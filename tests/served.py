@@ -1,15 +1,26 @@
 """Processes the tests and scripts start on 127.0.0.1: a free port, a wait for a server's
 health check, and a stop that does not hang. Imports nothing of Django, so scripts may use it."""
 
+import os
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import NoReturn
+from unittest import SkipTest
 
 import httpx2
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def missing(message: str, *, required_by: str) -> NoReturn:
+    """A program the tests need is not installed: skip, or fail where the environment
+    variable ``required_by`` is ``1`` (as ``.ci/run`` sets it)."""
+    if os.environ.get(required_by) == "1":
+        raise RuntimeError(message)
+    raise SkipTest(message)
 
 
 def free_port() -> int:
