@@ -15,10 +15,8 @@ import codex_metrics  # noqa: E402
 from codex_site.bodies import BodyLimit  # noqa: E402
 from codex_site.checks import refuse_to_serve_a_bad_configuration  # noqa: E402
 from common import tracing  # noqa: E402
-from mcp_endpoint.http import MCP_PATHS, build_mcp_http_app  # noqa: E402
+from mcp_endpoint.http import ENDPOINT_PATHS, MCP_PATHS, build_mcp_http_app  # noqa: E402
 from mcp_endpoint.server import SERVER_VERSION  # noqa: E402
-
-MCP_ENDPOINT_PATHS = ("/mcp", "/mcp/")  # counted by status (not the resource metadata)
 
 refuse_to_serve_a_bad_configuration()
 # Before any request and any connection: OpenTelemetry from the OTEL_* variables, or nothing.
@@ -31,7 +29,8 @@ def build_application():
     """A fresh router. The SDK's session manager runs once per instance, so each
     server (uvicorn, or a test's live server) needs its own. Every request's body is
     bounded in size and time before either side sees it (``codex_site.bodies``)."""
-    mcp_app = codex_metrics.counting_responses(build_mcp_http_app(), paths=MCP_ENDPOINT_PATHS)
+    # /mcp answers are counted by status (the resource metadata is not).
+    mcp_app = codex_metrics.counting_responses(build_mcp_http_app(), paths=ENDPOINT_PATHS)
 
     async def application(scope, receive, send) -> None:
         if scope["type"] == "websocket":

@@ -28,6 +28,7 @@ from typing import Any
 from django.conf import settings
 
 from common.inputs import ascii_int
+from mcp_endpoint.http import ENDPOINT_PATHS
 from notebook.limits import IMPORT_FORM_OVERHEAD_BYTES, MAX_BODY_BYTES
 
 Scope = dict[str, Any]
@@ -36,14 +37,12 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-# The MCP endpoint's limit is the contract's (section 7), not a setting.
-MCP_PATHS = frozenset({"/mcp", "/mcp/"})
 IMPORT_PATH = "/codex/import/"
 
 
 def limit_for(path: str) -> int:
     """The largest body accepted on ``path``, in bytes."""
-    if path in MCP_PATHS:
+    if path in ENDPOINT_PATHS:  # the contract's limit (section 7), not a setting
         return MAX_BODY_BYTES
     if path == IMPORT_PATH:
         return settings.CODEX_IMPORT_MAX_BYTES + IMPORT_FORM_OVERHEAD_BYTES

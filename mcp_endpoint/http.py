@@ -49,6 +49,8 @@ from notebook.limits import MAX_BODY_BYTES
 
 logger = logging.getLogger(__name__)
 
+# The MCP endpoint itself (contract 7: /mcp, and /mcp/ without a redirect).
+ENDPOINT_PATHS = frozenset({"/mcp", "/mcp/"})
 PRM_PATH = "/.well-known/oauth-protected-resource/mcp"
 PRM_ROOT_PATH = "/.well-known/oauth-protected-resource"
 
@@ -394,8 +396,7 @@ def build_mcp_http_app() -> Starlette:
     guarded = GuardedMCPApp(session_manager)
     return Starlette(
         routes=[
-            Route("/mcp", endpoint=guarded, methods=["GET", "POST", "DELETE"]),
-            Route("/mcp/", endpoint=guarded, methods=["GET", "POST", "DELETE"]),
+            *(Route(path, endpoint=guarded, methods=["GET", "POST", "DELETE"]) for path in sorted(ENDPOINT_PATHS)),
             Route(PRM_PATH, endpoint=protected_resource_metadata_view, methods=["GET"]),
             Route(PRM_ROOT_PATH, endpoint=protected_resource_metadata_view, methods=["GET"]),
         ],
@@ -405,4 +406,5 @@ def build_mcp_http_app() -> Starlette:
     )
 
 
-MCP_PATHS = frozenset({"/mcp", "/mcp/", PRM_PATH, PRM_ROOT_PATH})
+# Everything the MCP side serves: the endpoint and its resource metadata.
+MCP_PATHS = ENDPOINT_PATHS | {PRM_PATH, PRM_ROOT_PATH}
