@@ -15,6 +15,7 @@ import codex_metrics  # noqa: E402
 from codex_site.bodies import BodyLimit  # noqa: E402
 from codex_site.checks import refuse_to_serve_a_bad_configuration  # noqa: E402
 from common import tracing  # noqa: E402
+from common.access_log import access_logged  # noqa: E402
 from mcp_endpoint.http import ENDPOINT_PATHS, MCP_PATHS, build_mcp_http_app  # noqa: E402
 from mcp_endpoint.server import SERVER_VERSION  # noqa: E402
 
@@ -28,7 +29,8 @@ GC_YOUNGEST_THRESHOLD = 10_000
 def build_application():
     """A fresh router. The SDK's session manager runs once per instance, so each
     server (uvicorn, or a test's live server) needs its own. Every request's body is
-    bounded in size and time before either side sees it (``codex_site.bodies``)."""
+    bounded in size and time before either side sees it (``codex_site.bodies``), and
+    every request is one line of the access log (``common.access_log``), refusals too."""
     # /mcp answers are counted by status (the resource metadata is not).
     mcp_app = codex_metrics.counting_responses(build_mcp_http_app(), paths=ENDPOINT_PATHS)
 
@@ -43,7 +45,7 @@ def build_application():
         else:
             await django_app(scope, receive, send)
 
-    return BodyLimit(application)
+    return access_logged(BodyLimit(application))
 
 
 application = build_application()

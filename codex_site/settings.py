@@ -9,6 +9,7 @@ directories, writes no files and never exits. A bad configuration (no
 ``codex_site.checks``; tests configure themselves in ``codex_site.test_runner``.
 """
 
+import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -342,8 +343,14 @@ LOGOUT_REDIRECT_URL = "/"
 CODEX_LOG_FORMAT = os.environ.get("CODEX_LOG_FORMAT", "").strip().lower() or "plain"
 if CODEX_LOG_FORMAT not in {"plain", "json"}:
     raise ImproperlyConfigured(f"CODEX_LOG_FORMAT must be plain or json, not {CODEX_LOG_FORMAT!r}")
-# uvicorn's own loggers go through the same handler (one format for every line), its access
-# lines without their query strings' values.
+# No line shows where in the source it was logged from, nor the thread or process: the
+# record need not find them (the Logging HOWTO's "Optimization"), which is a good part of
+# what a line costs a tool call.
+logging._srcfile = None
+logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
+# uvicorn's own loggers go through the same handler (one format for every line). Its access
+# lines are off: common.access_log writes one line per request (with its duration, and a
+# tool call's fields), without query strings' values.
 _UVICORN_LOGGER = {"handlers": ["console"], "propagate": False}
 
 LOGGING = {
@@ -357,7 +364,6 @@ LOGGING = {
         # A client's mistake (a 4xx, a bad Host, a broken form) is one WARNING line without a
         # traceback; ERROR is left for the server's own faults (codex_site.logfilters).
         "client_mistakes": {"()": "codex_site.logfilters.ClientMistakesAreWarnings"},
-        "access_query_values": {"()": "codex_site.logs.AccessLogQueryValues"},
         # Their DEBUG lines carry authorization codes, state and tokens: dropped whatever
         # CODEX_LOG_LEVEL says (as django.db.backends' below, whose DEBUG lines carry notes).
         "no_oauth_debug": {"()": "codex_site.logs.NoDebugFrom", "names": ["oauthlib", "oauth2_provider"]},
@@ -373,7 +379,7 @@ LOGGING = {
     "loggers": {
         "uvicorn": _UVICORN_LOGGER,
         "uvicorn.error": _UVICORN_LOGGER,
-        "uvicorn.access": {**_UVICORN_LOGGER, "filters": ["access_query_values"]},
+        "uvicorn.access": {**_UVICORN_LOGGER, "level": "WARNING"},
         "django.db.backends": {"level": "WARNING"},
         # The stateless transport logs every request's teardown at INFO.
         "mcp.server.streamable_http": {"level": "WARNING"},

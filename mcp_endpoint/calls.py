@@ -1,6 +1,10 @@
-"""One log line per tool call (logger ``mcp_endpoint.calls``, INFO): the tool, its outcome
-(``ok`` or the contract's error code), its duration, the codex, the JSON-RPC request id and
-the trace id. Never an argument: those carry note content, titles and tags.
+"""What the log says of a tool call: the tool, its outcome (``ok`` or the contract's error
+code), its duration, the codex, the JSON-RPC request id and the trace id. Never an argument:
+those carry note content, titles and tags.
+
+The fields go on the request's access line (``common.access_log``), so that a call is one
+line with its HTTP status; a call without one (no access-log middleware in front, or a
+second call in one request) writes its own line (logger ``mcp_endpoint.calls``, INFO).
 
 The trace id is the current span's: the SDK's MCP span, which continues the client's W3C
 ``traceparent`` (from ``_meta`` or the HTTP headers). The API's no-op tracer keeps the
@@ -11,6 +15,8 @@ import logging
 from dataclasses import dataclass
 
 from opentelemetry import trace
+
+from common.access_log import ToolCallLine
 
 logger = logging.getLogger(__name__)
 
@@ -23,13 +29,24 @@ class ToolCall:
     tool: str
     request_id: str | int | None = None
     codex_id: int | None = None
+    line: ToolCallLine | None = None
 
     def log(self, outcome: str, seconds: float) -> None:
-        if not logger.isEnabledFor(logging.INFO):
+        if self.line is None and not logger.isEnabledFor(logging.INFO):
             return
         context = trace.get_current_span().get_span_context()
         trace_id = format(context.trace_id, "032x") if context.is_valid else None
         duration_ms = round(seconds * 1000, 3)
+        fields = {
+            "tool": self.tool,
+            "outcome": outcome,
+            "duration_ms": duration_ms,
+            "codex_id": self.codex_id,
+            "request_id": self.request_id,
+            "trace_id": trace_id,
+        }
+        if self.line is not None and self.line.add(fields):
+            return
         logger.info(
             "tool call %s %s in %.1f ms (codex %s, request %s, trace %s)",
             self.tool,
@@ -38,12 +55,5 @@ class ToolCall:
             self.codex_id,
             self.request_id,
             trace_id,
-            extra={
-                "tool": self.tool,
-                "outcome": outcome,
-                "duration_ms": duration_ms,
-                "codex_id": self.codex_id,
-                "request_id": self.request_id,
-                "trace_id": trace_id,
-            },
+            extra=fields,
         )

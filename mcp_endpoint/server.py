@@ -24,7 +24,7 @@ from mcp.server.lowlevel import Server
 from mcp.shared.inbound import x_mcp_header_map
 
 import codex_metrics
-from common import tracing
+from common import access_log, tracing
 from common.outage import log_database_unavailable
 from mcp_endpoint import auth
 from mcp_endpoint.arguments import check_call, schema_violation
@@ -114,7 +114,7 @@ async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolR
     scope = request.scope if request is not None else {}
     # The checksum of the token the HTTP guard left for us to check, or the grant it checked.
     call = scope.get(auth.TOKEN_SCOPE_KEY) or scope.get(auth.GRANT_SCOPE_KEY)
-    record = ToolCall(name, ctx.request_id)
+    record = ToolCall(name, ctx.request_id, line=access_log.line_of(scope))
     return await run_tool(name, lambda: _execute(name, arguments, call, record), record)
 
 

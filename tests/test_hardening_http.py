@@ -201,12 +201,13 @@ class DatabaseOutageTest(LiveServerTestCase):
         self.assertEqual(len(refused), requests, "\n".join(lines[:40]))
         self.assertEqual(tracebacks, 1, "\n".join(lines[:80]))
         records = [line for line in lines if line.startswith(("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"))]
-        # Besides each tool call's own line (mcp_endpoint.calls, outcome unavailable): one line
-        # per refusal, nothing else.
-        calls = [line for line in records if line.startswith("INFO mcp_endpoint.calls ")]
-        self.assertEqual(len(calls), 20, "\n".join(calls))
-        self.assertTrue(all(" unavailable in " in line for line in calls), "\n".join(calls))
-        self.assertEqual(len(records) - len(calls), requests, "\n".join(records))
+        # Besides each request's access line (a tool call's with its outcome, unavailable):
+        # one line per refusal, nothing else.
+        access = [line for line in records if line.startswith("INFO codex.access ")]
+        calls = [line for line in access if ": tool call " in line]
+        self.assertEqual((len(access), len(calls)), (requests, 20), "\n".join(access))
+        self.assertTrue(all(" field_notes_get unavailable " in line for line in calls), "\n".join(calls))
+        self.assertEqual(len(records) - len(access), requests, "\n".join(records))
         self.assertFalse([line for line in lines if line.startswith("ERROR")])
 
     def test_a_tool_call_past_the_http_check_answers_unavailable_with_one_line(self) -> None:

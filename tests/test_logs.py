@@ -3,7 +3,6 @@ and no secret or note text in any line, over a whole sign-in and tool-call seque
 against a server process that logs as an operator's would."""
 
 import json
-import logging
 import secrets
 import shutil
 import subprocess
@@ -17,7 +16,7 @@ from django.test import SimpleTestCase, TransactionTestCase, override_settings
 from opentelemetry import trace
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
-from codex_site.logs import AccessLogQueryValues, without_query_values
+from common.access_log import without_query_values
 from notebook.models import Codex
 from tests.http_client import post, rpc_body
 from tests.mcp_client import with_client
@@ -55,7 +54,11 @@ class JsonLogTests(TransactionTestCase):
         for name, value in {**planted, **seen}.items():
             self.assertNotIn(value, text, f"the {name} reached the log")
 
-        calls = [line for line in lines if line["logger"] == "mcp_endpoint.calls"]
+        # A tool call is one line: its request's access line, with the call's fields.
+        access = [line for line in lines if line["logger"] == "codex.access"]
+        calls = [line for line in lines if "tool" in line]
+        self.assertTrue(calls)
+        self.assertTrue(all(line["logger"] == "codex.access" for line in calls), calls)
         self.assertEqual({line["tool"] for line in calls}, TOOLS)
         self.assertEqual(
             sorted(line["outcome"] for line in calls), ["conflict", "not_found", "ok", "ok", "ok", "ok", "ok"]
@@ -65,12 +68,15 @@ class JsonLogTests(TransactionTestCase):
             self.assertEqual(line["level"], "INFO")
             self.assertEqual(line["codex_id"], codex_id)
             self.assertIsInstance(line["request_id"], int)
-            self.assertIsInstance(line["duration_ms"], float)
+            self.assertEqual((line["method"], line["path"], line["status"]), ("POST", "/mcp", 200))
+            self.assertLessEqual(line["tool_duration_ms"], line["duration_ms"])
             self.assertEqual(line["trace_id"], self.trace_id)
-        # The access lines are there, naming the parameters but not what they said.
-        access = [line["message"] for line in lines if line["logger"] == "uvicorn.access"]
-        self.assertTrue(any("/o/authorize/?" in message and "state=&" in message for message in access), access)
-        self.assertTrue(any("/mcp?access_token= " in message for message in access), access)
+        # A line per request, pages and refusals too, naming the parameters but not what they said.
+        paths = {(line["method"], line["path"], line["status"]) for line in access}
+        self.assertIn(("GET", "/healthz", 200), paths)
+        self.assertIn(("POST", "/mcp?access_token=", 401), paths)
+        self.assertTrue(any(path.startswith("/o/authorize/?") and "state=&" in path for _, path, _ in paths), paths)
+        self.assertFalse([line for line in lines if line["logger"] == "uvicorn.access"])
 
     def _session(self, base_url: str, planted: dict[str, str]) -> dict[str, str]:
         """Registration, sign-in, consent, code exchange, refresh, the four tools (two
@@ -125,19 +131,6 @@ class LogFormatTests(SimpleTestCase):
         )
         self.assertEqual(without_query_values("/mcp?access_token=secret"), "/mcp?access_token=")
         self.assertEqual(without_query_values("/codex/"), "/codex/")
-
-    def test_the_access_filter_rewrites_uvicorns_arguments(self) -> None:
-        record = logging.LogRecord(
-            "uvicorn.access",
-            logging.INFO,
-            "",
-            0,
-            '%s - "%s %s HTTP/%s" %d',
-            ("127.0.0.1:5000", "GET", "/o/authorize/?code=secret", "1.1", 302),
-            None,
-        )
-        self.assertTrue(AccessLogQueryValues().filter(record))
-        self.assertEqual(record.getMessage(), '127.0.0.1:5000 - "GET /o/authorize/?code= HTTP/1.1" 302')
 
     def test_an_unknown_log_format_refuses_to_start(self) -> None:
         environ = server_environment("http://127.0.0.1:9", Path(tempfile.gettempdir()), {"CODEX_LOG_FORMAT": "xml"})

@@ -1,0 +1,138 @@
+"""The access log: one line per HTTP request (logger ``codex.access``, INFO), written as
+the answer's last bytes are sent (or when the request ends without one), with the method,
+the path (query values dropped), the status, the duration and the client's address; for a
+tool call, the same line also carries the tool, its outcome, the codex, the JSON-RPC request
+id and the trace id.
+
+One line per request, not an access line and a tool-call line: logging is most of what
+observability costs a call, and the tool call's line needs the status and the duration the
+access line has. uvicorn's own access line (``uvicorn.access``) is left at WARNING in
+``settings.LOGGING``, so it never writes: it has no duration, and its arguments would have
+to be rewritten to drop query values.
+
+A tool call finds the line through the request's ASGI scope (``line_of``) and adds its
+fields with ``ToolCallLine.add``. A second tool call in one request (a JSON-RPC batch of an
+old protocol version) or a call served without this middleware writes its own line
+(``mcp_endpoint.calls``).
+
+No line carries a query string's values, a header, a body, a token or a cookie: which
+parameters came stays visible, what they said does not.
+"""
+
+import logging
+import re
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+logger = logging.getLogger("codex.access")
+
+SCOPE_KEY = "codex.access_line"
+
+_QUERY_VALUE = re.compile(r"=[^&;]*")
+
+Scope = MutableMapping[str, Any]
+ASGIApp = Callable[[Scope, Callable[[], Awaitable[dict]], Callable[[dict], Awaitable[None]]], Awaitable[None]]
+
+
+def without_query_values(target: str) -> str:
+    """``/o/authorize/?client_id=a&state=b`` -> ``/o/authorize/?client_id=&state=``."""
+    path, mark, query = target.partition("?")
+    return path + mark + _QUERY_VALUE.sub("=", query) if mark else target
+
+
+class ToolCallLine:
+    """The tool call fields of one request's access line (the first call's)."""
+
+    __slots__ = ("fields",)
+
+    def __init__(self) -> None:
+        self.fields: dict[str, Any] | None = None
+
+    def add(self, fields: dict[str, Any]) -> bool:
+        """Take a tool call's fields; False if the line already has a call's (log it apart)."""
+        if self.fields is not None:
+            return False
+        self.fields = fields
+        return True
+
+
+def line_of(scope: Scope) -> ToolCallLine | None:
+    """The access line of the request whose scope this is, if the middleware is in front."""
+    return scope.get(SCOPE_KEY)
+
+
+def access_logged(app: ASGIApp) -> ASGIApp:
+    """ASGI middleware: one ``codex.access`` line per HTTP request. With INFO off for that
+    logger, requests pass straight through."""
+
+    async def logged(scope: Scope, receive, send) -> None:
+        if scope["type"] != "http" or not logger.isEnabledFor(logging.INFO):
+            await app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        line = scope[SCOPE_KEY] = ToolCallLine()
+        status = 0
+        written = False
+
+        def write() -> None:
+            nonlocal written
+            written = True
+            _write(scope, status, time.perf_counter() - started, line.fields)
+
+        async def send_noted(message: dict) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            elif message["type"] == "http.response.body" and not message.get("more_body", False):
+                # Before the answer's last bytes leave: a client that has its answer will
+                # find the line written.
+                write()
+            await send(message)
+
+        try:
+            await app(scope, receive, send_noted)
+        except BaseException:
+            # The server answers 500 if nothing was sent yet; the error is logged where it
+            # happened, so this line names only the request.
+            status = status or 500
+            raise
+        finally:
+            if not written:
+                write()
+
+    return logged
+
+
+def _write(scope: Scope, status: int, seconds: float, call: dict[str, Any] | None) -> None:
+    method, path = scope.get("method", ""), scope.get("path", "")
+    query = scope.get("query_string", b"")
+    if query:
+        path = without_query_values(f"{path}?{query.decode('latin-1')}")
+    client = scope.get("client")
+    duration_ms = round(seconds * 1000, 3)
+    extra = {
+        "method": method,
+        "path": path,
+        "status": status,
+        "duration_ms": duration_ms,
+        "client": f"{client[0]}:{client[1]}" if client else None,
+    }
+    if call is None:
+        logger.info("%s %s %s in %.1f ms", method, path, status, duration_ms, extra=extra)
+        return
+    # The request's duration_ms includes the call's, which is the tool's own.
+    extra.update(call, duration_ms=duration_ms, tool_duration_ms=call["duration_ms"])
+    logger.info(
+        "%s %s %s in %.1f ms: tool call %s %s (codex %s, request %s, trace %s)",
+        method,
+        path,
+        status,
+        duration_ms,
+        call["tool"],
+        call["outcome"],
+        call["codex_id"],
+        call["request_id"],
+        call["trace_id"],
+        extra=extra,
+    )

@@ -1,0 +1,90 @@
+"""The access log's middleware: one line per request, a tool call's fields on it, a failed
+request still logged, and nothing at all when INFO is off for it."""
+
+import asyncio
+import logging
+
+from django.test import SimpleTestCase
+
+from common.access_log import access_logged, line_of
+from mcp_endpoint.calls import ToolCall
+
+
+def http_scope(path: str = "/mcp", query: bytes = b"") -> dict:
+    return {"type": "http", "method": "POST", "path": path, "query_string": query, "client": ("127.0.0.1", 5000)}
+
+
+def serve(app, scope: dict) -> list[dict]:
+    sent: list[dict] = []
+
+    async def receive() -> dict:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    asyncio.run(app(scope, receive, send))
+    return sent
+
+
+def answering(status: int, calls: int = 0):
+    async def app(scope, receive, send) -> None:
+        for number in range(calls):
+            ToolCall("field_notes_get", number + 1, codex_id=3, line=line_of(scope)).log("ok", 0.001)
+        await send({"type": "http.response.start", "status": status, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+    return app
+
+
+class AccessLogTests(SimpleTestCase):
+    def test_a_request_is_one_line_with_its_status_duration_and_no_query_values(self) -> None:
+        with self.assertLogs("codex.access", "INFO") as logs:
+            serve(access_logged(answering(404)), http_scope("/o/authorize/", b"state=secret&client_id=x"))
+        (record,) = logs.records
+        self.assertEqual((record.method, record.path, record.status), ("POST", "/o/authorize/?state=&client_id=", 404))
+        self.assertIsInstance(record.duration_ms, float)
+        self.assertEqual(record.client, "127.0.0.1:5000")
+        self.assertNotIn("secret", record.getMessage())
+
+    def test_a_tool_call_is_on_its_requests_line_and_a_second_call_has_its_own(self) -> None:
+        with self.assertLogs(level="INFO") as logs:
+            serve(access_logged(answering(200, calls=2)), http_scope())
+        access = [record for record in logs.records if record.name == "codex.access"]
+        apart = [record for record in logs.records if record.name == "mcp_endpoint.calls"]
+        self.assertEqual(len(access), 1)
+        self.assertEqual((access[0].tool, access[0].outcome, access[0].request_id), ("field_notes_get", "ok", 1))
+        self.assertEqual((access[0].status, access[0].codex_id, access[0].tool_duration_ms), (200, 3, 1.0))
+        self.assertEqual([record.request_id for record in apart], [2])
+
+    def test_without_the_middleware_a_tool_call_writes_its_own_line(self) -> None:
+        with self.assertLogs("mcp_endpoint.calls", "INFO") as logs:
+            serve(answering(200, calls=1), http_scope())
+        self.assertEqual([record.tool for record in logs.records], ["field_notes_get"])
+
+    def test_a_request_that_fails_is_logged_as_500(self) -> None:
+        async def failing(scope, receive, send) -> None:
+            raise RuntimeError("boom")
+
+        with self.assertLogs("codex.access", "INFO") as logs, self.assertRaises(RuntimeError):
+            serve(access_logged(failing), http_scope())
+        self.assertEqual([record.status for record in logs.records], [500])
+
+    def test_with_info_off_nothing_is_logged_and_no_line_is_kept(self) -> None:
+        seen: list = []
+
+        async def app(scope, receive, send) -> None:
+            seen.append(line_of(scope))
+            await answering(200)(scope, receive, send)
+
+        written: list[logging.LogRecord] = []
+        handler = logging.Handler()
+        handler.emit = written.append
+        access = logging.getLogger("codex.access")
+        level = access.level
+        access.setLevel(logging.WARNING)
+        access.addHandler(handler)
+        self.addCleanup(access.setLevel, level)
+        self.addCleanup(access.removeHandler, handler)
+        serve(access_logged(app), http_scope())
+        self.assertEqual((seen, written), ([None], []))
