@@ -62,7 +62,7 @@ REGISTER: tuple[Internal, ...] = (
     Internal(
         DJANGO,
         "Model.__new__ with a hand-made django.db.models.base.ModelState (_state.adding, _state.db)",
-        ("notebook/sql/converters.py", "notebook/sql/statements.py"),
+        ("notebook/sql/converters.py", "notebook/sql/statements.py", "notebook/sql/writes.py"),
         "_state",
         "instances made as Model.from_db / Model.__init__ make them, without __init__'s per-field walk",
     ),
@@ -103,6 +103,13 @@ REGISTER: tuple[Internal, ...] = (
         ("authserver/token_check.py",),
         "set_cached_value",
         "the token's user, codex and application cached on the instances as select_related caches them",
+    ),
+    Internal(
+        DJANGO,
+        "BaseDatabaseWrapper.connection (the psycopg connection under Django's wrapper), for its pgconn's libpq trace",
+        ("tests/test_round_trips.py",),
+        "connection.connection.pgconn",
+        "round trips to PostgreSQL counted from the protocol itself, BEGIN and COMMIT included",
     ),
     # --- Django: the SQLite write connection (notebook.sqlite, notebook.transactions) ----------
     Internal(

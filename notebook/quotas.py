@@ -10,7 +10,7 @@ Limits come from settings (``CODEX_QUOTA_ENTRIES``, ``CODEX_QUOTA_STORED_BYTES``
 """
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NoReturn
 
 from django.conf import settings
 from django.db.models import Count, F, QuerySet, Sum
@@ -68,6 +68,21 @@ def release(*, codex: Codex, entries: int, stored_bytes: int) -> None:
 _NO_BOUND = 2**63 - 1  # above any count a PositiveBigIntegerField holds
 
 
+def bounds(*, entries: int, stored_bytes: int) -> dict[str, int]:
+    """The conditional charge of a write that adds ``entries`` and ``stored_bytes``: that
+    usage, and the bounds the codex's usage must be within before it (``store.charge``'s
+    arguments but the codex). An update adds no entry and is not held to the entry quota:
+    its bound is then one no count reaches."""
+    max_entries: int = settings.CODEX_QUOTA_ENTRIES
+    max_bytes: int = settings.CODEX_QUOTA_STORED_BYTES
+    return {
+        "entries": entries,
+        "stored_bytes": stored_bytes,
+        "stored_upto": max_bytes - stored_bytes,
+        "entries_upto": max_entries - entries if entries else _NO_BOUND,
+    }
+
+
 def charge(*, codex: Codex, entries: int, stored_bytes: int) -> int:
     """Add ``entries`` and ``stored_bytes`` to the codex's usage, or raise
     ``ResourceExhausted`` (and change nothing) if that would pass a quota.
@@ -76,21 +91,21 @@ def charge(*, codex: Codex, entries: int, stored_bytes: int) -> int:
     caller stores it as the entry's ``write_seq``. The UPDATE holds the codex row's lock to
     the end of the transaction, so the numbers follow the order the writes commit in.
 
-    Call it inside the transaction of the write it counts."""
+    Call it inside the transaction of the write it counts. (On PostgreSQL the fast path's
+    save and update make this charge inside their one statement, ``notebook.sql.writes``,
+    and call ``refuse`` when it was refused.)"""
+    # One conditional UPDATE (notebook.store.charge).
+    charged = store.charge(codex_id=codex.pk, **bounds(entries=entries, stored_bytes=stored_bytes))
+    if charged is None:
+        refuse(codex=codex, entries=entries, stored_bytes=stored_bytes)
+    return charged
+
+
+def refuse(*, codex: Codex, entries: int, stored_bytes: int) -> NoReturn:
+    """Raise the ``ResourceExhausted`` of a charge its bounds refused, saying which quota it
+    would pass (read from the codex's usage now)."""
     max_entries: int = settings.CODEX_QUOTA_ENTRIES
     max_bytes: int = settings.CODEX_QUOTA_STORED_BYTES
-    # One conditional UPDATE (notebook.store.charge). An update adds no entry and is not
-    # held to the entry quota: its bound is then one no count reaches.
-    entry_bound = max_entries - entries if entries else _NO_BOUND
-    charged = store.charge(
-        codex_id=codex.pk,
-        entries=entries,
-        stored_bytes=stored_bytes,
-        stored_upto=max_bytes - stored_bytes,
-        entries_upto=entry_bound,
-    )
-    if charged is not None:
-        return charged
     usage = Codex.objects.filter(pk=codex.pk).values("entry_count", "stored_bytes").first()
     if usage is None:
         raise Internal("The codex disappeared during the write")

@@ -95,6 +95,12 @@ def _replay(key: RequestKey, data: EntryInput) -> Entry:
     return key.entry
 
 
+def _conflict(current: int, expected: int) -> Conflict:
+    return Conflict(
+        f"entry is at revision {current}, not {expected}; get the latest entry, reconcile, and send a new replacement"
+    )
+
+
 def entry_save(*, codex: Codex, request_id: str, data: EntryInput, writer: Writer = UNKNOWN_WRITER) -> Entry:
     """Create an entry at revision 1, idempotently by ``request_id`` within the codex.
 
@@ -110,28 +116,41 @@ def entry_save(*, codex: Codex, request_id: str, data: EntryInput, writer: Write
     now = _now()
     entry = store.new_entry(codex=codex, revision=1, created_at=now, updated_at=now)
     apply_input(entry, data)
+    stored_bytes = quotas.input_bytes(data)
     try:
         # Insert first, then handle the duplicate (as contrib.sessions does). The
         # transaction is the whole write, so a fresh save (the common case) costs no
         # pre-read and no savepoint; a collision rolls it all back (usage included) and
         # the winner, committed by then, is read after it.
-        with write_transaction():
-            # Usage first: a save past a quota writes nothing.
-            entry.write_seq = quotas.charge(codex=codex, entries=1, stored_bytes=quotas.input_bytes(data))
-            store.insert_entry(entry)
-            store.insert_rows(
-                RequestKey,
-                [
-                    {
-                        "codex_id": codex.pk,
-                        "request_id": request_id,
-                        "fingerprint": data.fingerprint,
-                        "entry_id": entry.id,
-                        "created_at": now,
-                    }
-                ],
+        if store.one_statement_writes():
+            # The whole write as one statement, its own transaction (notebook.sql.writes).
+            write_seq = store.save_entry(
+                entry,
+                request_id=request_id,
+                fingerprint=data.fingerprint,
+                writer=writer.columns(),
+                charge=quotas.bounds(entries=1, stored_bytes=stored_bytes),
             )
-            _record(entry, writer)
+            if write_seq is None:
+                quotas.refuse(codex=codex, entries=1, stored_bytes=stored_bytes)
+        else:
+            with write_transaction():
+                # Usage first: a save past a quota writes nothing.
+                entry.write_seq = quotas.charge(codex=codex, entries=1, stored_bytes=stored_bytes)
+                store.insert_entry(entry)
+                store.insert_rows(
+                    RequestKey,
+                    [
+                        {
+                            "codex_id": codex.pk,
+                            "request_id": request_id,
+                            "fingerprint": data.fingerprint,
+                            "entry_id": entry.id,
+                            "created_at": now,
+                        }
+                    ],
+                )
+                _record(entry, writer)
     except (IntegrityError, ResourceExhausted):
         # A replayed save answers with its entry even when the codex is full now.
         key = RequestKey.objects.select_related("entry").filter(codex=codex, request_id=request_id).first()
@@ -143,7 +162,6 @@ def entry_save(*, codex: Codex, request_id: str, data: EntryInput, writer: Write
     return entry
 
 
-@write_transaction()
 def entry_update(
     *, codex: Codex, entry_id: uuid.UUID, expected_revision: int, data: EntryInput, writer: Writer = UNKNOWN_WRITER
 ) -> Entry:
@@ -154,16 +172,45 @@ def entry_update(
     The row lock serialises concurrent updates: of any number that expect the same
     revision, exactly one succeeds and the rest see the new revision and conflict.
     """
+    if not store.one_statement_writes():
+        return _update_in_transaction(
+            codex=codex, entry_id=entry_id, expected_revision=expected_revision, data=data, writer=writer
+        )
+    # The whole write as one statement, its own transaction (notebook.sql.writes): the
+    # entry row locked, then the charge, the UPDATE and the revision only at the expected
+    # revision. Nothing of the entry is read before: the input decides every column the
+    # update sends, and the statement computes the others from the locked row.
+    entry = store.new_entry(id=entry_id, codex_id=codex.pk, revision=expected_revision + 1)
+    apply_input(entry, data)
+    stored_bytes = quotas.input_bytes(data)
+    found = store.update_entry_at(
+        entry,
+        expected_revision=expected_revision,
+        now=_now(),
+        writer=writer.columns(),
+        charge=quotas.bounds(entries=0, stored_bytes=stored_bytes),
+    )
+    if found.revision is None:
+        raise NotFound(NOT_FOUND_MESSAGE)
+    if found.revision != expected_revision:
+        raise _conflict(found.revision, expected_revision)
+    if not found.charged:
+        quotas.refuse(codex=codex, entries=0, stored_bytes=stored_bytes)
+    return entry
+
+
+@write_transaction()
+def _update_in_transaction(
+    *, codex: Codex, entry_id: uuid.UUID, expected_revision: int, data: EntryInput, writer: Writer
+) -> Entry:
+    """``entry_update`` as statements one by one in a write transaction (SQLite, the plain ORM)."""
     # FOR UPDATE: serialise revision numbers (left out on SQLite, whose IMMEDIATE
     # transactions already serialise writers).
     entry = store.entry_by_id(codex.pk, entry_id, lock=True)
     if entry is None:
         raise NotFound(NOT_FOUND_MESSAGE)
     if entry.revision != expected_revision:
-        raise Conflict(
-            f"entry is at revision {entry.revision}, not {expected_revision}; "
-            "get the latest entry, reconcile, and send a new replacement"
-        )
+        raise _conflict(entry.revision, expected_revision)
     write_seq = quotas.charge(codex=codex, entries=0, stored_bytes=quotas.input_bytes(data))
     old_tags, old_agents = list(entry.tags), list(entry.related_agent_ids)
     apply_input(entry, data)

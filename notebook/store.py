@@ -8,11 +8,13 @@ back should the fast path ever be in doubt (docs/architecture.md). The setting i
 up on each call, so that a test can switch it with ``override_settings``.
 """
 
+import datetime as dt
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from django.conf import settings
+from django.db import connections, router
 from django.db.models import Model
 
 from notebook import orm
@@ -21,6 +23,7 @@ from notebook.sql.converters import new_instance
 from notebook.sql.search import SearchStatements
 from notebook.sql.statements import Insert, KeyedRead, UpdateRow
 from notebook.sql.usage import ChargeUsage
+from notebook.sql.writes import SaveEntry, Updated, UpdateEntry
 
 # Entry.objects.filter(codex_id=..., pk=...).first(), with and without FOR UPDATE.
 _ENTRY_BY_ID = KeyedRead(Entry, ("codex_id", "id"))
@@ -29,6 +32,9 @@ _ENTRY_FOR_UPDATE = KeyedRead(Entry, ("codex_id", "id"), lock=True)
 _UPDATE_ENTRY = UpdateRow(Entry, ("codex_id", "id"))
 _INSERT = {model: Insert(model) for model in (Entry, RequestKey, EntryRevision, EntryTag, EntryRelatedAgent)}
 _CHARGE = ChargeUsage()
+# A save and an update as one statement each, on PostgreSQL.
+_SAVE = SaveEntry()
+_UPDATE = UpdateEntry()
 # The search's candidate statements, rendered once per database and filter shape.
 SEARCH = SearchStatements()
 
@@ -74,6 +80,31 @@ def charge(*, codex_id: int, entries: int, stored_bytes: int, stored_upto: int, 
     """Add usage to the codex where it is within the bounds; its new write number, or None."""
     usage = {"entries": entries, "stored_bytes": stored_bytes, "stored_upto": stored_upto, "entries_upto": entries_upto}
     return _CHARGE.charge(codex_id=codex_id, **usage) if fast() else orm.charge(codex_id=codex_id, **usage)
+
+
+def one_statement_writes() -> bool:
+    """Whether a save and an update are one statement each (``save_entry``, ``update_entry_at``):
+    the fast path on PostgreSQL. Otherwise the services send their statements one by one in a
+    ``write_transaction`` (SQLite's write queue and group sync, or the plain ORM)."""
+    return fast() and connections[router.db_for_write(Entry)].vendor == "postgresql"
+
+
+def save_entry(
+    entry: Entry, *, request_id: str, fingerprint: str, writer: Mapping[str, Any], charge: Mapping[str, int]
+) -> int | None:
+    """A new entry with its request key, revision 1 and index rows, charged ``charge``
+    (``quotas.bounds``), in one statement: the entry's write number, or None if the charge
+    was refused (nothing written). A request id already used raises ``IntegrityError``."""
+    return _SAVE.save(entry, request_id=request_id, fingerprint=fingerprint, writer=writer, **charge)
+
+
+def update_entry_at(
+    entry: Entry, *, expected_revision: int, now: dt.datetime, writer: Mapping[str, Any], charge: Mapping[str, int]
+) -> Updated:
+    """Replace the entry ``entry.id`` by ``entry``'s input columns if it is at
+    ``expected_revision``, with its new revision and index rows, charged ``charge``, in one
+    statement; what it found (``notebook.sql.writes.Updated``)."""
+    return _UPDATE.update(entry, expected_revision=expected_revision, now=now, writer=writer, **charge)
 
 
 def search_candidates(codex_id: int, *, limit: int, **filters: Any) -> list[Entry]:

@@ -1,0 +1,113 @@
+"""Round trips to PostgreSQL per save and update, counted in libpq's own trace of the
+protocol: the server ends its answer to each request with ReadyForQuery, so these count
+what the worker waits on (BEGIN and COMMIT included, which Django's query log does not
+show). On PostgreSQL a save and an update are one statement each (``notebook.sql.writes``),
+sent in autocommit; the token check before them is the tool's own round trip and not
+counted here."""
+
+import tempfile
+import unittest
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import connection
+from django.test import TransactionTestCase, override_settings
+
+from notebook import services
+from notebook.exceptions import Conflict, NotFound, ResourceExhausted
+from notebook.models import EntryRelatedAgent, EntryTag
+from notebook.validation import parse_entry_input
+
+
+def traced(work: Callable[[], Any]) -> list[tuple[str, str, str]]:
+    """``work()`` on this thread's connection, and the (direction, message type, content) of
+    each protocol message it caused: direction ``F`` from the client, ``B`` from the server."""
+    from psycopg import pq
+
+    connection.ensure_connection()
+    pgconn = connection.connection.pgconn
+    with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as trace:
+        pgconn.trace(trace.fileno())
+        pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS | pq.Trace.REGRESS_MODE)
+        try:
+            work()
+        finally:
+            pgconn.untrace()
+        trace.seek(0)
+        fields = [line.split("\t") for line in trace.read().splitlines()]
+    return [(line[0], line[2], "\t".join(line[3:])) for line in fields if len(line) > 2 and line[0] in ("F", "B")]
+
+
+def round_trips(work: Callable[[], Any]) -> int:
+    return sum(1 for direction, kind, _ in traced(work) if (direction, kind) == ("B", "ReadyForQuery"))
+
+
+@unittest.skipUnless(
+    connection.vendor == "postgresql" and settings.CODEX_FAST_PATH, "the fast path's round trips to a PostgreSQL server"
+)
+class RoundTripsTest(TransactionTestCase):
+    def setUp(self) -> None:
+        self.codex = services.codex_for_user(user=get_user_model().objects.create_user("carol"))
+        self.entry = self.save("seed", {"content": "seed", "tags": ["a", "b"], "relatedAgentIds": ["x"]})
+
+    def save(self, request_id: str, entry: dict) -> Any:
+        return services.entry_save(codex=self.codex, request_id=request_id, data=parse_entry_input(entry))
+
+    def update(self, expected: int, entry: dict, entry_id: Any = None) -> Any:
+        return services.entry_update(
+            codex=self.codex,
+            entry_id=entry_id or self.entry.id,
+            expected_revision=expected,
+            data=parse_entry_input(entry),
+        )
+
+    def test_a_save_is_one_round_trip(self) -> None:
+        entry = {"content": "x", "title": "t", "tags": ["a", "b"], "relatedAgentIds": ["y"], "provenance": {"p": 1}}
+        self.assertEqual(round_trips(lambda: self.save("new", entry)), 1)
+
+    def test_an_update_is_one_round_trip_whether_or_not_its_index_rows_change(self) -> None:
+        self.assertEqual(round_trips(lambda: self.update(1, {"content": "y", "tags": ["b", "c"]})), 1)
+        self.assertEqual(round_trips(lambda: self.update(2, {"content": "z", "tags": ["b", "c"]})), 1)
+        self.assertEqual(sorted(EntryTag.objects.filter(entry=self.entry).values_list("value", flat=True)), ["b", "c"])
+        self.assertFalse(EntryRelatedAgent.objects.filter(entry=self.entry).exists())
+
+    def test_an_update_keeps_the_index_rows_of_values_it_keeps(self) -> None:
+        kept = EntryTag.objects.get(entry=self.entry, value="b").pk
+        self.update(1, {"content": "y", "tags": ["b", "c"], "relatedAgentIds": ["x"]})
+        self.assertEqual(EntryTag.objects.get(entry=self.entry, value="b").pk, kept)
+
+    def test_a_conflict_or_a_missing_entry_is_known_from_the_one_round_trip(self) -> None:
+        with self.assertRaises(Conflict):
+            self.assertEqual(round_trips(lambda: self.update(7, {"content": "y"})), 1)
+        self.assertEqual(
+            self.trips_raising(NotFound, lambda: self.update(1, {"content": "y"}, entry_id=uuid.uuid4())), 1
+        )
+        self.assertEqual(self.trips_raising(Conflict, lambda: self.update(7, {"content": "y"})), 1)
+
+    def test_only_a_failure_reads_again(self) -> None:
+        # A replay: the statement collides on the request key, then the winner is read.
+        self.assertEqual(
+            round_trips(lambda: self.save("seed", {"content": "seed", "tags": ["a", "b"], "relatedAgentIds": ["x"]})), 2
+        )
+        # A refused charge: the statement writes nothing, then the usage is read for the
+        # message and the request key for a replay.
+        with override_settings(CODEX_QUOTA_ENTRIES=1):
+            self.assertEqual(self.trips_raising(ResourceExhausted, lambda: self.save("full", {"content": "x"})), 3)
+
+    def test_the_count_sees_transaction_control(self) -> None:
+        # The plain ORM's save, for comparison: BEGIN, a statement per row, COMMIT, each a round trip.
+        with override_settings(CODEX_FAST_PATH=False):
+            messages = traced(lambda: self.save("plain", {"content": "x", "tags": ["a"]}))
+        queries = [content for direction, kind, content in messages if (direction, kind) == ("F", "Query")]
+        self.assertEqual((queries[0].strip(), queries[-1].strip()), ('"BEGIN"', '"COMMIT"'))
+        self.assertEqual(len(queries), sum(1 for _, kind, _ in messages if kind == "ReadyForQuery"))
+
+    def trips_raising(self, error: type[Exception], work: Callable[[], Any]) -> int:
+        def expect() -> None:
+            with self.assertRaises(error):
+                work()
+
+        return round_trips(expect)
