@@ -6,6 +6,7 @@ sent straight to the driver, giving exactly what the equivalent querysets give.
 - ``cache``: the one build-once-per-database cache (``PerDatabase``).
 - ``statements``: point reads by key, inserts, row updates.
 - ``usage``: the quota charge.
+- ``writes``: on PostgreSQL, a save and an update as one statement each.
 - ``search``: the search's candidate statements, rendered once per filter shape.
 
 Only ``notebook.store`` (the services' and selectors' one door to the database) and

@@ -1,10 +1,11 @@
 """A save and an update on PostgreSQL, each one statement: the fast path's write statements.
 
-On PostgreSQL every statement is a round trip to the server. A save was eight (BEGIN, the
-quota charge, the entry, the request key, the revision, the tag rows, the agent rows,
-COMMIT), an update nine. Here each is one statement of data-modifying CTEs
-(``WITH ... UPDATE/INSERT/DELETE ... RETURNING``) sent in autocommit, where a statement is
-its own transaction: one round trip, and all of it or none of it is written.
+On PostgreSQL every statement is a round trip to the server, and a write sent statement by
+statement is eight or nine of them (BEGIN, the quota charge, the entry, the request key, the
+revision, the tag rows, the agent rows, COMMIT; an update also reads the entry first). Here
+each is one statement of data-modifying CTEs (``WITH ... UPDATE/INSERT/DELETE ... RETURNING``)
+sent in autocommit, where a statement is its own transaction: one round trip, and all of it
+or none of it is written.
 
 What the statements keep, each as ``notebook.services`` keeps it on the other paths:
 
@@ -23,7 +24,9 @@ What the statements keep, each as ``notebook.services`` keeps it on the other pa
   reads the winner's entry.
 - **Update.** The entry row is locked first (``SELECT ... FOR UPDATE``, as
   ``store.entry_by_id(lock=True)``), and the charge, the UPDATE and the revision happen only
-  if the locked row (its latest version) is at the expected revision. The UPDATE computes
+  if the locked row (its latest version) is at the expected revision. Locks are taken in the
+  order of the other paths and of ``entry_delete`` (the entry's row, then the codex's), so
+  no two writes wait on each other in a cycle. The UPDATE computes
   from the row it updates (``revision + 1``, ``GREATEST(now, created_at)``), so it numbers
   from the latest version even where the statement's snapshot is older. The statement's
   answer tells a missing entry (no revision), a conflict (another revision) and a refused
@@ -81,8 +84,7 @@ _SNAPSHOT = {
     "recorded_at": "updated_at",
 }
 # What the revision's copy, the request key and the index rows read from the entry written.
-_RETURNED = ("id", "codex_id", "revision", "title", "content", "tags", "related_agent_ids", "provenance")
-_RETURNED += ("created_at", "updated_at")
+_RETURNED = (*_SNAPSHOT.values(), "created_at")
 # The revision's columns sent as values (``Writer.columns``), in the table's column order.
 _WRITER = [field for field in EntryRevision._meta.local_concrete_fields if field.attname.startswith("writer_")]
 # (model, the Entry column its values come from) of the exact index rows.
