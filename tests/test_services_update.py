@@ -1,8 +1,10 @@
+import datetime as dt
 import uuid
+from unittest import mock
 
 from notebook import services
 from notebook.exceptions import Conflict, NotFound
-from notebook.models import EntryRevision, EntryTag
+from notebook.models import Entry, EntryRevision, EntryTag
 from notebook.representations import entry_dict
 from notebook.validation import parse_entry_input
 from tests.base import NotebookTestCase
@@ -55,3 +57,17 @@ class EntryUpdateTest(NotebookTestCase):
         self.assertEqual(foreign.exception.message, random.exception.message)
         entry.refresh_from_db()
         self.assertEqual((entry.content, entry.revision), ("alice's", 1))
+
+    def test_updated_at_is_now_to_the_millisecond_and_never_before_created_at(self) -> None:
+        entry = self.save(content="v1")
+        later = entry.created_at + dt.timedelta(seconds=5, milliseconds=7)
+        with mock.patch.object(services, "_now", return_value=later):
+            updated = self.update(entry, 1, content="v2")
+        self.assertEqual((updated.created_at, updated.updated_at), (entry.created_at, later))
+        # A clock set back (another host's, or adjusted) never puts updatedAt before createdAt.
+        with mock.patch.object(services, "_now", return_value=entry.created_at - dt.timedelta(days=1)):
+            again = self.update(entry, 2, content="v3")
+        self.assertEqual(again.updated_at, entry.created_at)
+        stored = Entry.objects.get(pk=entry.id)
+        self.assertEqual((stored.updated_at, stored.revision), (entry.created_at, 3))
+        self.assertEqual(EntryRevision.objects.get(entry=entry, revision=3).recorded_at, entry.created_at)
