@@ -1,10 +1,10 @@
 -- wrk script for scripts/bench_mcp.py: MCP tools/call requests in the 2026-07-28 shape.
 --
---   wrk -t1 -c8 -d10s -s scripts/bench_mcp.lua http://127.0.0.1:PORT/mcp -- SCENARIO TOKEN IDFILE NONCE
+--   wrk -t1 -c8 -d10s -s scripts/bench_mcp.lua http://127.0.0.1:PORT/mcp -- SCENARIO TOKEN IDFILE NONCE [QUERY]
 --
 -- Each call is one POST with Mcp-Method / Mcp-Name / MCP-Protocol-Version headers and the
 -- protocol version in params._meta. SCENARIO is noop, get, save, update, search_tag,
--- search_query or mixed. IDFILE holds "id revision" lines: get reads the ids; update
+-- search_query, query-<density> (QUERY: the word to search for) or mixed. IDFILE holds "id revision" lines: get reads the ids; update
 -- owns them, one request in flight per entry, and tracks each revision from the
 -- responses (the JSON-RPC id names the entry), so updates succeed instead of conflicting.
 -- Every response that is not HTTP 200 with a successful result counts as an error.
@@ -22,7 +22,7 @@ function setup(thread)
 end
 
 function init(args)
-  scenario, token, nonce = args[1], args[2], args[4] or "0"
+  scenario, token, nonce, query = args[1], args[2], args[4] or "0", args[5]
   errors, counter = 0, 0
   ids, revisions, free = {}, {}, {}
   if args[3] and args[3] ~= "-" then
@@ -84,12 +84,20 @@ local builders = {
   end,
 }
 
+-- A query-<density> scenario: the first page of a search for a word held by that share of a codex.
+local function search_density()
+  return call(0, "field_notes_search", '{"query":"' .. query .. '","limit":20}')
+end
+
 local MIX = { "get", "get", "get", "get", "search_tag", "search_query", "save", "save", "update", "update" }
 
 function request()
   local name = scenario
   if name == "mixed" then
     name = MIX[math.random(#MIX)]
+  end
+  if name:sub(1, 6) == "query-" then
+    return search_density()
   end
   return builders[name]()
 end

@@ -10,6 +10,10 @@ each with ``scripts/bench_mcp.lua`` (2026-07-28 requests: one POST per call with
 query, calls/s, p50, p99 and calls/s as a fraction of the no-op anchor, at each
 connection count. With two or more CPUs the servers run on CPU 0 and wrk on CPU 1.
 
+The ``query-<density>`` scenarios search (limit 20, first page) a second codex of 10,000
+entries for a word held by that share of them (0.01 %: one entry, then 0.1, 1, 10 and 100 %),
+seeded once through the services before measuring, only when one of them is asked for.
+
 Shared machines drift: the same server's calls/s can halve from one minute to the next.
 So each scenario's ``--duration`` is cut into ``--rounds`` slices, and every slice of the
 project is run right after a slice of the anchor of the same length; "vs no-op" is the
@@ -58,7 +62,12 @@ sys.path.insert(0, str(ROOT))
 
 from tests.served import free_port, stop  # noqa: E402
 
-SCENARIOS = ["get", "save", "update", "search_tag", "search_query"]
+# Share of the density codex's entries (per cent) -> the word that many of them hold. No word
+# is a substring of another's or of the rest of the seeded text.
+DENSITIES = {"0.01": "amberfly", "0.1": "birchwood", "1": "cedarpine", "10": "duneglass", "100": "emberstone"}
+DENSITY_ENTRIES = 10_000
+QUERIES = {f"query-{share}": word for share, word in DENSITIES.items()}
+SCENARIOS = ["get", "save", "update", "search_tag", "search_query", *QUERIES]
 LABELS = {
     "noop": "no-op tool (anchor)",
     "get": "get",
@@ -66,6 +75,7 @@ LABELS = {
     "update": "update (tracked revision)",
     "search_tag": "search by tag (limit 20)",
     "search_query": "search by query (limit 20)",
+    **{name: f"query, {share} % of 10,000" for name, share in zip(QUERIES, DENSITIES, strict=True)},
     "mixed": "mixed",
 }
 SEED_ENTRIES = 1_000
@@ -169,6 +179,8 @@ def run_wrk(
 ) -> dict[str, float]:
     command = [wrk, "-t1", f"-c{connections}", f"-d{duration}s", "--timeout", "30s", "-s", str(LUA), url, "--"]
     command += [scenario, token, id_file, uuid.uuid4().hex[:12]]
+    if scenario in QUERIES:
+        command.append(QUERIES[scenario])
     if cpu is not None:
         command = ["taskset", "-c", str(cpu), *command]
     output = subprocess.run(command, capture_output=True, text=True, check=False)
@@ -216,11 +228,12 @@ def paired(slices: list[tuple[dict[str, float], dict[str, float]]]) -> dict[str,
     }
 
 
-def setup_database(env: dict[str, str]) -> tuple[str, list[str], list[str]]:
-    """Migrate, create the bench user and token, and seed entries through the services.
+def setup_database(env: dict[str, str], *, densities: bool) -> tuple[str, list[str], list[str], str]:
+    """Migrate, create the bench user and token, and seed entries through the services;
+    with ``densities``, a second user, token and codex of ``DENSITY_ENTRIES`` entries too.
 
-    Returns the token, the ids get reads, and the ids update owns (one per possible
-    connection, twice over, so a free entry always exists).
+    Returns the token, the ids get reads, the ids update owns (one per possible
+    connection, twice over, so a free entry always exists), and the density codex's token.
     """
     os.environ.update(env)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "codex_site.settings")
@@ -244,8 +257,21 @@ def setup_database(env: dict[str, str]) -> tuple[str, list[str], list[str]]:
         words = "the rollback step" if i % 10 == 0 else "the launch checklist"
         entry = {"content": f"Seeded note {i} about {words}.", "tags": [f"t{i % 10}"]}
         ids.append(str(services.entry_save(codex=codex, request_id=f"seed-{i}", data=parse_entry_input(entry)).id))
+    density_token = ""
+    if densities:
+        started = time.monotonic()
+        reader = get_user_model().objects.create_user(f"bench-density-{uuid.uuid4().hex[:8]}")
+        density_token = mint_access_token(user=reader, scopes=["notes:read"], lifetime=dt.timedelta(hours=6))
+        density_codex = services.codex_for_user(user=reader)
+        for i in range(DENSITY_ENTRIES):
+            # Entry i holds the word of each share that divides it evenly (ids are random, so
+            # the holders are spread evenly in id order).
+            words = [word for share, word in DENSITIES.items() if i % round(100 / float(share)) == 0]
+            entry = {"content": f"Density note {i} with {' and '.join(words)}.", "tags": [f"d{i % 10}"]}
+            services.entry_save(codex=density_codex, request_id=f"density-{i}", data=parse_entry_input(entry))
+        print(f"seeded the density codex ({DENSITY_ENTRIES:,} entries) in {time.monotonic() - started:.0f} s")
     connections.close_all()
-    return token, ids[:200], ids[200:]
+    return token, ids[:200], ids[200:], density_token
 
 
 def write_id_file(path: str, ids: list[str]) -> None:
@@ -329,6 +355,8 @@ def compare_observability(noop, off, on, wrk, args, scenarios, connection_counts
         for scenario in scenarios:
             if scenario == "update":
                 raise SystemExit("--observability measures get, save and the searches (update needs one server)")
+            if scenario in QUERIES:
+                raise SystemExit("--observability measures get, save and the searches of the first codex")
             options = dict(token=token, connections=connections, cpu=wrk_cpu)
             measure(noop, wrk, "noop", id_file="-", duration=1, **options)
             for server in (off, on):
@@ -400,7 +428,7 @@ def main() -> None:
         # The per-token rate limit still counts every call, but must not refuse the load.
         CODEX_TOOL_CALLS_PER_MINUTE=os.environ.get("CODEX_TOOL_CALLS_PER_MINUTE", "1000000000"),
     )
-    token, get_ids, update_ids = setup_database(env)
+    token, get_ids, update_ids, density_token = setup_database(env, densities=bool(set(scenarios) & set(QUERIES)))
     get_file = os.path.join(var, "get-ids.txt")
     update_file = os.path.join(var, "update-ids.txt")
     Path(get_file).write_text("".join(f"{i} 1\n" for i in get_ids))
@@ -454,7 +482,8 @@ def main() -> None:
         for connections in connection_counts:
             for scenario in scenarios:
                 id_file = update_file if scenario == "update" else get_file
-                options = dict(token=token, connections=connections, cpu=wrk_cpu)
+                scenario_token = density_token if scenario in QUERIES else token
+                options = dict(token=scenario_token, connections=connections, cpu=wrk_cpu)
                 # Warm both servers (imports, caches, statements) before anything counts.
                 measure(noop, wrk, "noop", id_file="-", duration=1, **options)
                 if scenario == "update":
