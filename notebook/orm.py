@@ -19,7 +19,15 @@ from django.db.models.lookups import GreaterThan
 
 from notebook.limits import EXCERPT_CHARS
 from notebook.models import Codex, Entry, EntryRelatedAgent, EntryRevision, EntryTag
-from notebook.prefilters import NEVER_READ, SEARCH_COLUMNS, SQLITE_TRIGRAM_MATCH, TRIGRAM, sqlite_trigram_params
+from notebook.prefilters import (
+    LIKE,
+    NEVER_READ,
+    SEARCH_COLUMNS,
+    SQLITE_TRIGRAM_MATCH,
+    SQLITE_TRIGRAM_MATCH_AFTER,
+    TRIGRAM,
+    sqlite_trigram_params,
+)
 from notebook.writers import APPLICATION
 
 
@@ -77,7 +85,9 @@ def candidates(
     its own entry column)."""
     # The codex id typed bigint, like the column (the trigram indexes' btree_gin column).
     found = Entry.objects.filter(codex_id=Cast(Value(codex_id), BigIntegerField()))
-    if after is not None:
+    # SQLite's trigram lookup bounds its own ids by the cursor (``SQLITE_TRIGRAM_MATCH_AFTER``).
+    sqlite_trigram = prefilter == TRIGRAM and connection.vendor == "sqlite"
+    if after is not None and not sqlite_trigram:
         found = found.filter(id__gt=after)
     if upto is not None:
         found = found.filter(id__lte=upto)
@@ -95,10 +105,13 @@ def candidates(
     if written_by is not None:
         revisions = EntryRevision.objects.filter(writer_kind=APPLICATION, writer_client_id=written_by)
         found = found.filter(Exists(revisions.filter(codex_id=codex_id, entry=OuterRef("pk"))))
-    if prefilter == TRIGRAM and connection.vendor == "sqlite":
+    if sqlite_trigram and after is not None:
+        bound = Entry._meta.pk.get_db_prep_value(after, connection)
+        found = found.filter(id__in=RawSQL(SQLITE_TRIGRAM_MATCH_AFTER, sqlite_trigram_params(query, bound)))
+    elif sqlite_trigram:
         found = found.filter(id__in=RawSQL(SQLITE_TRIGRAM_MATCH, sqlite_trigram_params(query)))
-    elif prefilter is not None and connection.vendor == "sqlite":
-        # INSTR, as the fast path tests a substring along the walk.
+    elif prefilter == LIKE:
+        # INSTR (PostgreSQL: STRPOS), as the fast path tests a substring along the walk.
         found = found.filter(
             GreaterThan(StrIndex("search_title", Value(query)), 0)
             | GreaterThan(StrIndex("search_content", Value(query)), 0)

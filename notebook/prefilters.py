@@ -6,8 +6,8 @@ columns a search reads, and SQLite's trigram match (migrations 0002 and 0007).""
 # whose title, content or tags' joined text holds the normalized query, which are exactly the
 # matches unless the query holds the tags' separator (it may then span two tags, and
 # ``selectors._matches`` narrows them; ``selectors._narrowed_exactly``).
-LIKE = "like"  # a substring test of each searched column, row by row along the walk (LIKE; SQLite: INSTR)
-TRIGRAM = "trigram"  # by the trigram index: SQLite's FTS5 table; PostgreSQL's GIN indexes serve the LIKE itself
+LIKE = "like"  # a substring test of each searched column, row by row along the walk (INSTR; PostgreSQL: STRPOS)
+TRIGRAM = "trigram"  # by the trigram index: SQLite's FTS5 table; PostgreSQL's GIN indexes serve a LIKE
 
 # SQLite: the ids of entries that hold a normalized query, by the FTS5 trigram table
 # (migration 0002), whose row matches the query as a phrase, and among the fewer than 32
@@ -21,12 +21,31 @@ SQLITE_TRIGRAM_MATCH = (
     " WHERE k.rowid > (SELECT indexed FROM notebook_entry_trigram_state)"
     " AND (INSTR(e.search_title, %s) > 0 OR INSTR(e.search_content, %s) > 0 OR INSTR(e.search_tags_text, %s) > 0)"
 )
+# The same, only ids after a cursor (the last parameter of each half). The bound is here,
+# not on the entry table's id: there SQLite would walk the codex's (codex, id) index from the
+# cursor to its end, testing each id against the matches, and a page would cost what the
+# rest of the codex holds; here it looks up each match instead. The unary ``+`` keeps each
+# bound a test of the rows found (by FTS5 rowid; among the waiting ones), never an index
+# range of the key or entry table, which would walk every id after the cursor.
+SQLITE_TRIGRAM_MATCH_AFTER = (
+    "SELECT k.entry_id FROM notebook_entry_trigram_key k WHERE k.rowid IN "
+    "(SELECT rowid FROM notebook_entry_trigram WHERE notebook_entry_trigram MATCH %s) AND +k.entry_id > %s"
+    " UNION ALL "
+    "SELECT k.entry_id FROM notebook_entry_trigram_key k INNER JOIN notebook_entry e ON e.id = k.entry_id"
+    " WHERE k.rowid > (SELECT indexed FROM notebook_entry_trigram_state)"
+    " AND (INSTR(e.search_title, %s) > 0 OR INSTR(e.search_content, %s) > 0 OR INSTR(e.search_tags_text, %s) > 0)"
+    " AND +k.entry_id > %s"
+)
 
 
-def sqlite_trigram_params(normalized_query: str) -> list[str]:
+def sqlite_trigram_params(normalized_query: str, after: str | None = None) -> list[str]:
     """``SQLITE_TRIGRAM_MATCH``'s parameters: the FTS5 phrase (its consecutive trigrams, a
-    substring), then the query for each INSTR."""
-    return ['"' + normalized_query.replace('"', '""') + '"'] + [normalized_query] * 3
+    substring), then the query for each INSTR; with ``after`` (an entry id as the column
+    holds it), ``SQLITE_TRIGRAM_MATCH_AFTER``'s."""
+    phrase = '"' + normalized_query.replace('"', '""') + '"'
+    if after is None:
+        return [phrase] + [normalized_query] * 3
+    return [phrase, after] + [normalized_query] * 3 + [after]
 
 
 # Never read by a search: the full content (only its excerpt is), the provenance, and the

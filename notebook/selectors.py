@@ -10,7 +10,7 @@ from django.core import signing
 from django.db import connections, router, transaction
 from django.db.models import Count, F, Q, QuerySet
 
-from notebook import orm, store
+from notebook import orm, search_plan, store
 from notebook.exceptions import InvalidArgument, NotFound
 from notebook.limits import CANDIDATES_PER_PAGE
 from notebook.models import SEARCH_TAGS_SEPARATOR, Codex, Entry, EntryRevision
@@ -23,10 +23,6 @@ NOT_FOUND_MESSAGE = "no entry with this id exists in your codex"
 
 # Trigram indexes (migration 0002) serve queries of at least this many characters.
 TRIGRAM_MIN_CHARS = 3
-# A query's candidates are first sought among this many of the codex's next entries in id
-# order (the walk that suits a word common in this codex), and only then through the
-# trigram indexes (``_fetch_candidates``).
-TRIGRAM_WALK_WINDOW = 1_000
 # For one statement: no index scan (the id-order walk), no sequential scan and no parallel
 # workers (their start-up costs more than a few matches), leaving bitmap scans of the
 # per-codex trigram indexes. Selects the old values, for _PLANNER_RESTORE.
@@ -157,18 +153,19 @@ def _fetch_candidates(
     query has no trigram, so its candidates stay the codex's entries. Which plan
     serves a cursor never changes, since the cursor is bound to the filters.
 
-    A query's candidates are fetched in two steps. First only the next
-    ``TRIGRAM_WALK_WINDOW`` entries or so (by tag or agent, if given, counted; otherwise
-    estimated from the codex's entry count) are walked in id order,
-    each tested for the substring (LIKE; INSTR on SQLite), which serves a word common in
-    this codex at once; if they
-    hold fewer than ``count`` candidates, the rest come from the trigram indexes, so
-    the cost follows this codex's matches. Without the walk, SQLite's FTS5 lookup
-    collects every match of a common word before a page takes 21 of them; and
-    PostgreSQL's planner, which judges how often a word occurs over the whole table,
-    not in this codex, walks a codex to its end for a word common in other codexes
-    but rare in this one. On PostgreSQL the second step therefore disables index
-    scans (which would walk) for its one statement.
+    A query's candidates come from a plan (``notebook.search_plan``): first a sample, the
+    next ``search_plan.sample_size`` entries in id order (by tag or agent, if given, counted;
+    otherwise estimated from the codex's entry count), each tested for the substring, which
+    fills the page at once for a word common in this codex. If it does not, what it found
+    says how common the word is here, and the rest of the page comes from whichever is
+    cheaper for that density: walking on (a stretch sized to fill the page, the index giving
+    whatever that stretch still leaves out), or the trigram index. Neither the index nor
+    PostgreSQL's planner knows how often a word occurs in one codex: SQLite's FTS5 lookup
+    collects every match of a word before a page takes 21 of them, and PostgreSQL's planner,
+    judging by the whole table, would walk a codex to its end for a word common in other
+    codexes but rare in this one. The walk's test (INSTR or STRPOS) is one no index serves,
+    and on PostgreSQL the index step disables index scans (which would walk) for its one
+    statement.
     """
     filters: dict[str, Any] = {
         "tag": params.tag,
@@ -180,23 +177,42 @@ def _fetch_candidates(
     if not _uses_trigram(normalized_query):
         return store.search_candidates(codex.pk, **filters, after=after, limit=count)
     filters["query"] = normalized_query
-    if params.tag is None and params.related_agent_id is None:
-        window_end = _estimated_window_end(codex, after)
-    else:
-        window_end = store.search_window_end(
-            codex.pk,
-            after=after,
-            tag=params.tag,
-            agent=params.related_agent_id,
-            offset=TRIGRAM_WALK_WINDOW - 1,
-        )
-    rows = store.search_candidates(codex.pk, **filters, after=after, upto=window_end, prefilter=LIKE, limit=count)
-    if len(rows) == count or window_end is None:
+    entries = codex.entry_count
+    sample = search_plan.sample_size(entries, count)
+    sample_end = _window_end(codex, params, after, sample)
+    rows = store.search_candidates(codex.pk, **filters, after=after, upto=sample_end, prefilter=LIKE, limit=count)
+    if len(rows) == count or sample_end is None:
         return rows
-    rest = count - len(rows)
+    start = sample_end
+    walk = search_plan.walk_window(found=len(rows), needed=count - len(rows), sample=sample, entries=entries)
+    if walk is not None:
+        window_end = _window_end(codex, params, start, walk)
+        rest = count - len(rows)
+        rows += store.search_candidates(codex.pk, **filters, after=start, upto=window_end, prefilter=LIKE, limit=rest)
+        if len(rows) == count or window_end is None:
+            return rows
+        start = window_end
+    return rows + _indexed_candidates(codex, filters, start, count - len(rows))
+
+
+def _window_end(codex: Codex, params: SearchParams, after: uuid.UUID | None, entries: int) -> uuid.UUID | None:
+    """Where a walk of the next ``entries`` entries after ``after`` ends (by tag or agent,
+    counted in that index; otherwise estimated), or None when it may as well cover the rest.
+    A walk of no entries ends where it starts."""
+    if entries <= 0:
+        return after if after is not None else uuid.UUID(int=0)
+    if params.tag is None and params.related_agent_id is None:
+        return _estimated_window_end(codex, after, entries)
+    return store.search_window_end(
+        codex.pk, after=after, tag=params.tag, agent=params.related_agent_id, offset=entries - 1
+    )
+
+
+def _indexed_candidates(codex: Codex, filters: dict[str, Any], after: uuid.UUID, count: int) -> list[Entry]:
+    """The first ``count`` candidates after ``after`` by the trigram index alone."""
     alias = router.db_for_read(Entry)
     if connections[alias].vendor != "postgresql":
-        return rows + store.search_candidates(codex.pk, **filters, after=window_end, prefilter=TRIGRAM, limit=rest)
+        return store.search_candidates(codex.pk, **filters, after=after, prefilter=TRIGRAM, limit=count)
     # set_config(..., true) lasts to the end of the transaction: our own ends here, but a
     # caller's goes on, so then the old values are put back (an error rolls the
     # savepoint back, and them with it).
@@ -204,7 +220,7 @@ def _fetch_candidates(
     with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
         cursor.execute(_PLANNER_BITMAP_ONLY)
         saved = cursor.fetchone()[: len(_PLANNER_SETTINGS)]
-        rows += store.search_candidates(codex.pk, **filters, after=window_end, prefilter=TRIGRAM, limit=rest)
+        rows = store.search_candidates(codex.pk, **filters, after=after, prefilter=TRIGRAM, limit=count)
         if nested:
             cursor.execute(_PLANNER_RESTORE, saved)
     return rows
@@ -213,22 +229,21 @@ def _fetch_candidates(
 _ID_SPACE = 2**128
 
 
-def _estimated_window_end(codex: Codex, after: uuid.UUID | None) -> uuid.UUID | None:
-    """Where the next ``TRIGRAM_WALK_WINDOW`` entries of the codex after ``after`` end,
-    estimated without a statement; None when the walk may as well cover the rest.
+def _estimated_window_end(codex: Codex, after: uuid.UUID | None, entries: int) -> uuid.UUID | None:
+    """Where the next ``entries`` entries of the codex after ``after`` end, estimated without
+    a statement; None when the walk may as well cover the rest.
 
     Entry ids are random (``uuid4``), spread evenly over the id space, so that many entries
-    span about ``TRIGRAM_WALK_WINDOW / entry_count`` of it: a window of about 1,000 entries
-    (give or take a few per cent). The window only divides the work between the walk and
-    the trigram index: any end gives the same candidates in the same order, since the walk
-    takes the candidates up to it and the index those after it. Counting the 1,000 entries
-    instead (``store.search_window_end``, still used with a tag or agent, whose counts
-    are not kept) walked that many index entries on every page of a query.
+    span about ``entries / entry_count`` of it (give or take a few per cent). A window only
+    divides the work between the walk and the trigram index: any end gives the same
+    candidates in the same order, since the walk takes the candidates up to it and the index
+    those after it. Counting the entries instead (``store.search_window_end``, still used
+    with a tag or agent, whose counts are not kept) would walk that many index entries.
     """
     count = codex.entry_count
-    if count <= TRIGRAM_WALK_WINDOW:
+    if count <= entries:
         return None
-    end = (after.int if after is not None else 0) + _ID_SPACE * TRIGRAM_WALK_WINDOW // count
+    end = (after.int if after is not None else 0) + _ID_SPACE * entries // count
     return uuid.UUID(int=end) if end < _ID_SPACE else None
 
 

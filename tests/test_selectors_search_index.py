@@ -15,7 +15,7 @@ from unittest import mock
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
-from notebook import selectors, services
+from notebook import search_plan, services
 from notebook.models import Entry
 from notebook.prefilters import SQLITE_TRIGRAM_MATCH, sqlite_trigram_params
 from notebook.selectors import TRIGRAM_MIN_CHARS
@@ -278,13 +278,15 @@ class IndexedSearchAgreesWithPlainScanTest(FtsCoverage, NotebookTestCase):
             self.assertEqual(page.scanned, len(page.entries), query)
 
 
-class IndexedSearchPastTheWalkWindowTest(IndexedSearchAgreesWithPlainScanTest):
-    """The same, with a walk window of a few entries, so that the second step (the
-    trigram indexes alone; on PostgreSQL with index scans disabled) serves most candidates."""
+class IndexedSearchPastTheSampleTest(IndexedSearchAgreesWithPlainScanTest):
+    """The same, with a sample of a few entries and the index always chosen after it, so
+    that the trigram indexes alone (on PostgreSQL with index scans disabled) serve most
+    candidates."""
 
     def setUp(self) -> None:
         super().setUp()
-        self.enterContext(mock.patch.object(selectors, "TRIGRAM_WALK_WINDOW", 3))
+        self.enterContext(mock.patch.object(search_plan, "SAMPLE_MAX", 3))
+        self.enterContext(mock.patch.object(search_plan, "INDEX_MATCH_COST", 0.0))
         # The window's end is estimated from the codex's entry count, which the token check
         # reads fresh on every call (the class's instance still says 0).
         self.alice_codex.refresh_from_db()
@@ -310,7 +312,18 @@ class IndexedSearchPastTheWalkWindowTest(IndexedSearchAgreesWithPlainScanTest):
             self.assertEqual(cursor.fetchone(), ("on", "on"))
 
 
-class IndexedSearchWithAMiscountedCodexTest(IndexedSearchPastTheWalkWindowTest):
+class IndexedSearchWalkingOnPastTheSampleTest(IndexedSearchPastTheSampleTest):
+    """The same, with the walk always chosen after the sample when it found anything, over
+    stretches too short to fill a page, so that each page walks on and the index gives what
+    the stretch left out."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.enterContext(mock.patch.object(search_plan, "INDEX_MATCH_COST", float("inf")))
+        self.enterContext(mock.patch.object(search_plan, "WALK_MARGIN", 0.05))
+
+
+class IndexedSearchWithAMiscountedCodexTest(IndexedSearchPastTheSampleTest):
     """The same, with an entry count far off the truth: the estimated window is then far too
     small (a window of one id in a million), which costs time but never a match."""
 
@@ -323,7 +336,8 @@ class TrigramPrefilterSupersetTest(NotebookTestCase):
     def test_a_word_common_in_the_walk_window_never_asks_the_trigram_index(self) -> None:
         for number in range(6):
             self.save(content=f"a common word, note {number}")
-        with mock.patch.object(selectors, "TRIGRAM_WALK_WINDOW", 3), CaptureQueriesContext(connection) as captured:
+        sample = mock.patch.object(search_plan, "SAMPLE_MAX", 3)
+        with sample, CaptureQueriesContext(connection) as captured:
             page = search(self.alice_codex, query="common word", limit=1)
         self.assertEqual(len(page.entries), 1)
         lookups = [q["sql"] for q in captured if "notebook_entry_trigram" in q["sql"] or "enable_indexscan" in q["sql"]]
@@ -389,9 +403,9 @@ class TrigramBatchesTest(FtsCoverage, NotebookTestCase):
     """New entries reach the FTS5 table in batches; meanwhile the search finds them anyway."""
 
     def found(self, query: str) -> list[uuid.UUID]:
-        """What a search finds by the trigram lookup alone (a walk window of no entry)."""
+        """What a search finds by the trigram lookup alone (a sample of no entry)."""
         self.alice_codex.refresh_from_db()
-        with mock.patch.object(selectors, "TRIGRAM_WALK_WINDOW", 0):
+        with mock.patch.object(search_plan, "SAMPLE_MAX", 0):
             return [entry.id for entry in search(self.alice_codex, query=query).entries]
 
     def fill_to_one_short_of_a_batch(self) -> None:

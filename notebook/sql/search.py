@@ -6,8 +6,8 @@ with its signals), they cost more than the database spends answering them.
 ``SearchStatements`` renders each statement once per database alias and *shape* (which
 filters it has: a cursor, an upper bound, a tag, a related agent, a writer, how a query
 narrows it, whether the search columns are read), from the models' metadata and the
-backend's own operations (quoting, the ``contains`` lookup's LIKE with its escaping, or on
-SQLite ``StrIndex``'s INSTR, ``CAST``, ``SUBSTR``), as the text the ORM sends for the same
+backend's own operations (quoting, ``StrIndex``'s INSTR or STRPOS, the ``contains``
+lookup's LIKE with its escaping, ``CAST``, ``SUBSTR``), as the text the ORM sends for the same
 filters, so that the plans checked with EXPLAIN stay what they were (docs/data.md).
 Values are always parameters, prepared by their fields' ``get_db_prep_value``; only
 LIMIT and OFFSET, integers chosen by the code, are written into the text, as the ORM
@@ -30,7 +30,15 @@ from django.db.models.sql import Query
 
 from notebook.limits import EXCERPT_CHARS
 from notebook.models import Entry, EntryRelatedAgent, EntryRevision, EntryTag
-from notebook.prefilters import LIKE, NEVER_READ, SEARCH_COLUMNS, SQLITE_TRIGRAM_MATCH, TRIGRAM, sqlite_trigram_params
+from notebook.prefilters import (
+    LIKE,
+    NEVER_READ,
+    SEARCH_COLUMNS,
+    SQLITE_TRIGRAM_MATCH,
+    SQLITE_TRIGRAM_MATCH_AFTER,
+    TRIGRAM,
+    sqlite_trigram_params,
+)
 from notebook.sql.cache import PerDatabase
 from notebook.sql.converters import ModelColumns
 from notebook.sql.driver import fetchall, run
@@ -74,28 +82,25 @@ class _SearchSQL:
         self.excerpt_sql, self.excerpt_params = self._compile(connection, excerpt)
         self.excerpt_converters = connection.ops.get_db_converters(excerpt) + excerpt.get_db_converters(connection)
         self.excerpt_expression = excerpt
-        like = []
+        walk, like = [], []
         for name in _LIKE_COLUMNS:
             field = Entry._meta.get_field(name)
-            if self.vendor == "sqlite":
-                # SQLite: ``StrIndex`` (INSTR), a plain substring test, which costs less per
-                # row along the walk than LIKE's pattern matcher (which would also fold ASCII
-                # case and need %, _ and \ escaped). Nothing indexes either there.
-                position, _ = self._compile(connection, StrIndex(field.get_col(Entry._meta.db_table), Value("")), [""])
-                like.append(f"{position} > 0")
-            else:
-                # The ORM's ``contains`` lookup, which PostgreSQL's trigram indexes serve: the
-                # lhs cast (``::text``) and the operator with its ESCAPE clause.
-                column = f"{self.entry}.{quote(field.column)}"
-                lhs = connection.ops.lookup_cast("contains", field.get_internal_type()) % column
-                like.append(f"{lhs} {connection.operators['contains'] % '%s'}")
+            # The walk's test: ``StrIndex`` (INSTR; PostgreSQL: STRPOS), a plain substring
+            # test, which costs less per row than LIKE's pattern matcher (which would also
+            # need %, _ and \ escaped), and which no index serves: PostgreSQL's planner,
+            # judging a word's frequency over the whole table, would otherwise answer a walk
+            # with a bitmap scan of every match of a common word in the codex, then sort them.
+            position, _ = self._compile(connection, StrIndex(field.get_col(Entry._meta.db_table), Value("")), [""])
+            walk.append(f"{position} > 0")
+            # PostgreSQL's trigram step: the ORM's ``contains`` lookup, which its trigram
+            # indexes serve: the lhs cast (``::text``) and the operator with its ESCAPE clause.
+            column = f"{self.entry}.{quote(field.column)}"
+            lhs = connection.ops.lookup_cast("contains", field.get_internal_type()) % column
+            like.append(f"{lhs} {connection.operators['contains'] % '%s'}")
+        self.walk = "(" + " OR ".join(walk) + ")"
         self.like = "(" + " OR ".join(like) + ")"
-        self.like_value: Callable[[str], str] = (
-            (lambda query: query)
-            if self.vendor == "sqlite"
-            # As the ``contains`` lookup prepares its value: %, _ and \ escaped.
-            else (lambda query: f"%{connection.ops.prep_for_like_query(query)}%")
-        )
+        # As the ``contains`` lookup prepares its value: %, _ and \ escaped.
+        self.like_value: Callable[[str], str] = lambda query: f"%{connection.ops.prep_for_like_query(query)}%"
         # The ORM's column order: the model's concrete fields, less those deferred.
         self.columns = {
             search_columns: ModelColumns(
@@ -139,7 +144,9 @@ class _SearchSQL:
         joins = []
         where: list[tuple[str, tuple[str, ...]]] = []
         where.append((f"{self.entry_codex} = {self.codex_cast}", ("codex",)))
-        if shape.after:
+        # SQLite's trigram lookup bounds its own ids by the cursor (``SQLITE_TRIGRAM_MATCH_AFTER``).
+        sqlite_trigram = shape.query == TRIGRAM and self.vendor == "sqlite"
+        if shape.after and not sqlite_trigram:
             where.append((f"{self.entry_id} > %s", ("after",)))
         if shape.upto:
             where.append((f"{self.entry_id} <= %s", ("upto",)))
@@ -174,10 +181,13 @@ class _SearchSQL:
                     ("written_by", "application", "codex"),
                 )
             )
-        if shape.query == LIKE or (shape.query == TRIGRAM and self.vendor != "sqlite"):
-            where.append((self.like, ("like",) * len(_LIKE_COLUMNS)))
+        if shape.query == LIKE:
+            where.append((self.walk, ("walk",) * len(_LIKE_COLUMNS)))
+        elif sqlite_trigram:
+            match = SQLITE_TRIGRAM_MATCH_AFTER if shape.after else SQLITE_TRIGRAM_MATCH
+            where.append((f"{self.entry_id} IN ({match})", ("trigram",)))
         elif shape.query == TRIGRAM:
-            where.append((f"{self.entry_id} IN ({SQLITE_TRIGRAM_MATCH})", ("trigram",)))
+            where.append((self.like, ("like",) * len(_LIKE_COLUMNS)))
         conditions = " AND ".join(sql for sql, _ in where)
         if len(where) > 1:
             conditions = f"({conditions})"
@@ -255,9 +265,10 @@ class SearchStatements(PerDatabase):
             values["written_by"] = revision.get_field("writer_client_id").get_db_prep_value(written_by, connection)
             values["application"] = revision.get_field("writer_kind").get_db_prep_value(APPLICATION, connection)
         if prefilter is not None:
+            values["walk"] = query
             values["like"] = database.like_value(query)
             if database.vendor == "sqlite":
-                values["trigram"] = sqlite_trigram_params(query)
+                values["trigram"] = sqlite_trigram_params(query, values.get("after"))
         params = self._params(database, names, values)
         found = run(connection, f"{sql} LIMIT {int(limit)}", params, fetchall)
         return _entries(found, columns, database, connection)
