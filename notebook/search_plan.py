@@ -25,10 +25,10 @@ import math
 # The longest sample (and so the most a word that the sample finds nowhere costs walking):
 # a codex of a million entries samples this many.
 SAMPLE_MAX = 1_000
-# A match that the trigram index gives costs about as much as one entry that the walk tests
-# (a lookup of the match by id and its share of the sort, against reading one entry and
-# testing its three columns).
-INDEX_MATCH_COST = 1.0
+# A match that the trigram index gives costs about three entries that the walk tests: the
+# index's own work for it (FTS5's phrase check; PostgreSQL's recheck of the bitmap's row), its
+# lookup by id and its share of the sort, against reading one entry and testing three columns.
+INDEX_MATCH_COST = 3.0
 # A walk chosen from the sample covers this many times the entries that should fill the
 # page, so that a density the sample overstated a little still fills it; what a shorter
 # stretch leaves out comes from the index.
@@ -39,7 +39,7 @@ def sample_size(entries: int, needed: int) -> int:
     """How many entries the sample walks, for a codex of ``entries`` and a page that needs
     ``needed`` candidates.
 
-    About the square root of the codex: walking that many entries costs what the index
+    About the square root of the codex: walking that many entries costs about what the index
     costs for a word held once in every that many, the densest a word that the sample found
     nowhere may still be. At least four pages' worth, so that a word in a quarter of the
     entries or more fills the page from the sample alone; at most ``SAMPLE_MAX``.
