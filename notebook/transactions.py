@@ -27,12 +27,14 @@ the write lock (its waiting and kernel CPU all inside the queue). Instead the co
 thread per database file: a *group sync*. Each commit takes a ticket; one sync at a time
 runs, and it covers every commit whose ticket was taken before it began. Before it starts,
 the sync waits briefly (``GATHER_SECONDS``, at most ``GATHER_COMMITS`` commits) for the
-writers already queued or running to commit, so that they share it: on a virtual disk each
-sync costs far more CPU than the wait. ``write_transaction`` returns once its commit is
-synced. Inside ``syncs_awaited_by`` (the tools' boundary) it returns right after the
-commit and leaves the ticket to the caller, which awaits the sync in its event loop before
-it answers: the worker thread is free for the next call instead of blocked, and the sync
-thread wakes each event loop once for all the calls it covered. A write is acknowledged
+writers already queued or running to commit, so that they share it, and, once a sync has
+been shared (writes arriving in a stream), for the next commits even before their writers
+are queued: on a virtual disk each sync costs far more CPU than the wait.
+``write_transaction`` returns once its commit is synced. Inside ``syncs_awaited_by`` (the
+tools' boundary) it returns right after the commit and leaves the ticket to the caller,
+which awaits the sync in its event loop before it answers: the worker thread is free for
+the next call instead of blocked, and the sync thread wakes each event loop once for all the
+calls it covered. A write is acknowledged
 only once its log pages are on disk, as with ``FULL``, and so survives a power loss; a
 write whose sync fails is not acknowledged (``OperationalError``: the tools answer
 ``unavailable``, and a retried save finds its entry). (Writes that do not go through

@@ -259,6 +259,36 @@ class LogSyncTicketsTest(unittest.TestCase):
         self.assertEqual(calls, [2])
         self.assertEqual(sync.synced, 2)
 
+    def test_after_a_shared_sync_the_next_waits_for_commits_with_no_writer_under_way(self) -> None:
+        sync = self.sync
+        calls = []
+        sync.begin()
+        with (
+            mock.patch.object(group_sync, "GATHER_SECONDS", 10),
+            mock.patch.object(group_sync, "GATHER_COMMITS", 2),
+            mock.patch.object(group_sync.os, "fsync", side_effect=lambda descriptor: calls.append(sync.committed)),
+        ):
+            sync.commit()
+            sync.wait(sync.commit(began=True))  # one sync covered both: writes come in a stream
+            self.assertEqual(calls, [2])
+            third = sync.commit()  # no writer under way, yet the sync waits for more commits
+            time.sleep(0.05)
+            self.assertEqual(calls, [2])
+            self.assertEqual(sync.synced, 2)
+            fourth = sync.commit()  # GATHER_COMMITS reached: one sync covers both
+            sync.wait(third)
+            sync.wait(fourth)
+        self.assertEqual(calls, [2, 4])
+
+    def test_a_lone_writers_syncs_do_not_wait(self) -> None:
+        sync = self.sync
+        with mock.patch.object(group_sync, "GATHER_SECONDS", 10), mock.patch("notebook.sqlite.group_sync.os.fsync"):
+            started = time.monotonic()
+            for _ in range(3):
+                sync.wait(sync.commit())  # each sync covers one commit: the next does not linger
+            self.assertLess(time.monotonic() - started, 5)
+        self.assertEqual(sync.synced, 3)
+
     def test_a_writer_that_fails_ends_the_wait(self) -> None:
         sync = self.sync
         sync.begin()

@@ -20,6 +20,13 @@ logger = logging.getLogger(__name__)
 # that moment commit within the wait and share the sync.
 GATHER_SECONDS = 0.002
 GATHER_COMMITS = 16
+# Under load, writes arrive in a stream: the calls behind the next commits are still
+# checking their token or waiting for the interpreter when a sync begins, so that no writer
+# is "under way" yet and the sync would cover a commit or two. Each sync costs the sync, a
+# wake-up of this thread and one of each event loop, far more than a commit: so once a sync
+# has covered more than one commit (a sign of that stream), the next one waits the same
+# GATHER_SECONDS for commits even with no writer under way (``lingers``). A lone writer's
+# syncs cover one commit each and never wait.
 
 
 class LogSync:
@@ -37,6 +44,7 @@ class LogSync:
         self.synced = 0  # every ticket up to this one is on disk
         # Who waits for which ticket: (ticket, event loop or None for a blocked thread, callback).
         self.waiting: list[tuple[int, asyncio.AbstractEventLoop | None, Callable[[Exception | None], None]]] = []
+        self.lingers = False  # the sync being gathered waits for commits with no writer under way
         self.closed = False
         self.thread = threading.Thread(target=self._run, name=f"sqlite-sync-{database}", daemon=True)
         self.thread.start()
@@ -67,7 +75,7 @@ class LogSync:
     def _notify_if_gathered(self) -> None:
         # Only then: each wake-up of the sync's thread costs a context switch, and most
         # commits come while it waits for more.
-        if not self.running or self.committed - self.settled >= GATHER_COMMITS:
+        if (not self.running and not self.lingers) or self.committed - self.settled >= GATHER_COMMITS:
             self.gathered.notify()
 
     def wait(self, ticket: int) -> None:
@@ -113,11 +121,13 @@ class LogSync:
                     self.committing.wait()
                 # Writers on their way commit within moments: wait for them to share this sync.
                 deadline = time.monotonic() + GATHER_SECONDS
-                while self.running and self.committed - self.settled < GATHER_COMMITS:
+                while (self.running or self.lingers) and self.committed - self.settled < GATHER_COMMITS:
                     remaining = deadline - time.monotonic()
                     if remaining <= 0 or not self.gathered.wait(remaining):
                         break
                 covered = self.committed  # every commit so far wrote its pages before its ticket
+                # The next sync lingers if this one is shared (see GATHER_COMMITS above).
+                self.lingers = covered - self.settled > 1
             started = codex_metrics.clock()
             synced = self._sync()
             codex_metrics.sqlite_log_synced(started)
