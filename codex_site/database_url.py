@@ -14,6 +14,7 @@ passes to psycopg unchanged.
 """
 
 import re
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import unquote
 
@@ -25,7 +26,10 @@ import dj_database_url
 # sets connect_timeout itself wins.
 CONNECT_TIMEOUT_SECONDS = 3
 
-_POSTGRES_ENGINES = {"django.db.backends.postgresql", "django.contrib.gis.db.backends.postgis"}
+_POSTGRES_ENGINES = {"django.db.backends.postgresql", "django.contrib.gis.db.backends.postgis", "codex_site.postgresql"}
+# Django's PostgreSQL backend with a health check that costs no round trip on a quiet
+# connection (codex_site.postgresql.base).
+POSTGRESQL_ENGINE = "codex_site.postgresql"
 _SCHEME = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<netloc>[^/?#]*)(?P<rest>.*)$", re.DOTALL)
 _HOST = re.compile(r"^(?:\[(?P<ipv6>[^\]]*)\]|(?P<name>[^:]*))(?::(?P<port>\d*))?$")
 
@@ -41,8 +45,20 @@ def _split_host(spec: str) -> tuple[str, str]:
     return unquote(match["ipv6"] or match["name"]), match["port"] or ""
 
 
-def database_settings(url: str, *, conn_max_age: int, conn_health_checks: bool = True) -> dict[str, Any]:
-    """The ``DATABASES`` entry for ``url``: dj-database-url's, plus a host list if given."""
+def database_settings(
+    url: str,
+    *,
+    conn_max_age: int,
+    conn_health_checks: bool = True,
+    postgresql_options: Mapping[str, Any] | None = None,
+    pool: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The ``DATABASES`` entry for ``url``: dj-database-url's, plus a host list if given.
+
+    On PostgreSQL: this project's backend (``POSTGRESQL_ENGINE``), ``postgresql_options``
+    under the URL's own (the URL wins), and with ``pool`` Django's connection pool
+    (psycopg_pool's options) instead of persistent connections, which Django refuses with it.
+    """
     match = _SCHEME.match(url)
     hosts: list[tuple[str, str]] = []
     if match and "," in match["netloc"]:
@@ -61,5 +77,13 @@ def database_settings(url: str, *, conn_max_age: int, conn_health_checks: bool =
         ports = [port for _host, port in hosts]
         database["PORT"] = ",".join(ports) if any(ports) else ""
     if database["ENGINE"] in _POSTGRES_ENGINES:
-        database.setdefault("OPTIONS", {}).setdefault("connect_timeout", CONNECT_TIMEOUT_SECONDS)
+        if database["ENGINE"] == "django.db.backends.postgresql":
+            database["ENGINE"] = POSTGRESQL_ENGINE
+        options = database.setdefault("OPTIONS", {})
+        options.setdefault("connect_timeout", CONNECT_TIMEOUT_SECONDS)
+        for name, value in (postgresql_options or {}).items():
+            options.setdefault(name, value)
+        if pool:
+            options["pool"] = dict(pool)
+            database["CONN_MAX_AGE"] = 0
     return database

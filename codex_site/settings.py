@@ -151,11 +151,25 @@ SQLITE_PATH = Path(os.environ.get("CODEX_SQLITE_PATH", VAR_DIR / "codex.sqlite3"
 # Worker threads keep their connection between requests for this many seconds (Django's
 # persistent connections, health-checked before reuse). The test runner uses 0.
 CONN_MAX_AGE = envint("CODEX_CONN_MAX_AGE", 60)
+# PostgreSQL only (docs/deploy.md, "Connections"). CODEX_DB_POOL_SIZE > 0: Django's connection
+# pool (psycopg_pool) of at most that many connections per worker process, shared by its
+# threads, instead of one persistent connection per thread. CODEX_PG_PREPARE_THRESHOLD: after
+# how many runs on a connection a fast-path statement is prepared on the server (psycopg's
+# prepare_threshold); "none" never prepares (a pgbouncer in transaction mode before 1.21).
+DB_POOL_SIZE = envint("CODEX_DB_POOL_SIZE", 0)
+_prepare = os.environ.get("CODEX_PG_PREPARE_THRESHOLD", "").strip().lower()
+PG_PREPARE_THRESHOLD = None if _prepare == "none" else envint("CODEX_PG_PREPARE_THRESHOLD", 2)
 if os.environ.get("DATABASE_URL"):
     DATABASES = {
         # dj-database-url's reading, plus libpq's list of hosts for a replicated PostgreSQL
         # (codex_site.database_url); health checks notice a connection a failover killed.
-        "default": database_settings(os.environ["DATABASE_URL"], conn_max_age=CONN_MAX_AGE, conn_health_checks=True)
+        "default": database_settings(
+            os.environ["DATABASE_URL"],
+            conn_max_age=CONN_MAX_AGE,
+            conn_health_checks=True,
+            postgresql_options={"prepare_threshold": PG_PREPARE_THRESHOLD},
+            pool={"min_size": 1, "max_size": DB_POOL_SIZE, "timeout": 10} if DB_POOL_SIZE > 0 else None,
+        )
     }
 else:
     # The directory is made at start-up (codex_site.apps), not here.

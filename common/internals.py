@@ -58,6 +58,24 @@ REGISTER: tuple[Internal, ...] = (
         "execute_wrappers",
         "whether anything watches the statements (assertNumQueries, DEBUG's log): then Django's own cursor is used",
     ),
+    Internal(
+        DJANGO,
+        "django.db.backends.postgresql.base.TIMESTAMPTZ_OID, the time zone of Django's timestamptz loader "
+        "(psycopg_any.BaseTzLoader.timezone), BaseDatabaseWrapper.timezone",
+        ("notebook/sql/driver.py",),
+        "TIMESTAMPTZ_OID",
+        "a psycopg cursor of our own is used only where Django's create_cursor would not register another "
+        "time zone loader on its cursor",
+    ),
+    # --- Django: the PostgreSQL backend's health check (codex_site.postgresql) ------------------
+    Internal(
+        DJANGO,
+        "django.db.backends.postgresql.base.DatabaseWrapper subclassed as a backend: "
+        "close_if_health_check_failed (overridden), health_check_enabled, health_check_done, pool",
+        ("codex_site/postgresql/base.py", "tests/test_postgresql_connections.py"),
+        "health_check_done",
+        "a quiet idle connection passes the health check without Django's SELECT 1 round trip",
+    ),
     # --- Django: model instances and values (notebook.sql.converters, statements) --------------
     Internal(
         DJANGO,

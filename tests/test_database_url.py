@@ -12,7 +12,7 @@ import dj_database_url
 from django.db import connection
 from django.test import SimpleTestCase
 
-from codex_site.database_url import CONNECT_TIMEOUT_SECONDS, DatabaseURLError, database_settings
+from codex_site.database_url import CONNECT_TIMEOUT_SECONDS, POSTGRESQL_ENGINE, DatabaseURLError, database_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 THREE_NODES = (
@@ -31,7 +31,7 @@ class DatabaseURLTest(SimpleTestCase):
 
     def test_a_list_of_hosts_becomes_libpq_host_and_port_lists(self) -> None:
         database = database_settings(THREE_NODES, conn_max_age=60)
-        self.assertEqual(database["ENGINE"], "django.db.backends.postgresql")
+        self.assertEqual(database["ENGINE"], POSTGRESQL_ENGINE)
         self.assertEqual(database["HOST"], "10.0.0.1,10.0.0.2,10.0.0.3")
         self.assertEqual(database["PORT"], "5432,5433,5434")
         self.assertEqual((database["USER"], database["PASSWORD"], database["NAME"]), ("codex", "s@cret", "codex"))
@@ -48,7 +48,25 @@ class DatabaseURLTest(SimpleTestCase):
         url = "postgres://codex:pw@db.internal:5432/codex?sslmode=require"
         expected = dj_database_url.parse(url, conn_max_age=60, conn_health_checks=True)
         expected["OPTIONS"]["connect_timeout"] = CONNECT_TIMEOUT_SECONDS
+        expected["ENGINE"] = POSTGRESQL_ENGINE
         self.assertEqual(database_settings(url, conn_max_age=60), expected)
+
+    def test_postgresql_options_go_under_the_urls_own(self) -> None:
+        options = {"prepare_threshold": 2, "connect_timeout": 9}
+        database = database_settings(THREE_NODES, conn_max_age=60, postgresql_options=options)
+        self.assertEqual(database["OPTIONS"]["prepare_threshold"], 2)
+        self.assertEqual(database["OPTIONS"]["connect_timeout"], 2)  # the URL's
+        self.assertNotIn(
+            "OPTIONS", database_settings("sqlite:////tmp/x.sqlite3", conn_max_age=0, postgresql_options=options)
+        )
+
+    def test_a_pool_keeps_the_host_list_and_turns_persistent_connections_off(self) -> None:
+        # Django refuses a pool with CONN_MAX_AGE > 0; the pool's connections get the host list.
+        database = database_settings(THREE_NODES, conn_max_age=60, pool={"max_size": 4})
+        self.assertEqual(database["OPTIONS"]["pool"], {"max_size": 4})
+        self.assertEqual(database["CONN_MAX_AGE"], 0)
+        self.assertEqual((database["HOST"], database["PORT"]), ("10.0.0.1,10.0.0.2,10.0.0.3", "5432,5433,5434"))
+        self.assertEqual(database["OPTIONS"]["target_session_attrs"], "read-write")
 
     def test_every_postgresql_url_gets_a_connect_timeout_and_its_own_wins(self) -> None:
         self.assertEqual(
@@ -76,7 +94,8 @@ connection.ensure_connection()
 with connection.cursor() as cursor:
     cursor.execute("SHOW transaction_read_only")
     read_only = cursor.fetchone()[0]
-print(json.dumps({"port": connection.connection.info.port, "read_only": read_only}))
+pooled = connection.pool is not None
+print(json.dumps({"port": connection.connection.info.port, "read_only": read_only, "pooled": pooled}))
 """
 
 
@@ -87,8 +106,9 @@ class MultiHostConnectionTest(SimpleTestCase):
     databases = {"default"}
     READ_ONLY_ROLE = "codex_read_only_probe"
 
-    def connect(self, url: str) -> subprocess.CompletedProcess:
-        environment = {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "codex_site.settings"}
+    def connect(self, url: str, **variables: str) -> subprocess.CompletedProcess:
+        environment = {key: value for key, value in os.environ.items() if key != "CODEX_DB_POOL_SIZE"}
+        environment.update(DATABASE_URL=url, DJANGO_SETTINGS_MODULE="codex_site.settings", **variables)
         return subprocess.run(
             [sys.executable, "-c", CONNECT], cwd=ROOT, env=environment, capture_output=True, text=True, timeout=60
         )
@@ -108,7 +128,14 @@ class MultiHostConnectionTest(SimpleTestCase):
     def test_a_dead_first_host_is_skipped_for_the_next(self) -> None:
         result = self.connect(self.url(f"{DEAD_NODE},{self.server()}"))
         self.assertEqual(result.returncode, 0, result.stderr)
-        self.assertEqual(json.loads(result.stdout), {"port": int(connection.settings_dict["PORT"]), "read_only": "off"})
+        expected = {"port": int(connection.settings_dict["PORT"]), "read_only": "off", "pooled": False}
+        self.assertEqual(json.loads(result.stdout), expected)
+
+    def test_a_pool_skips_a_dead_first_host_too(self) -> None:
+        result = self.connect(self.url(f"{DEAD_NODE},{self.server()}"), CODEX_DB_POOL_SIZE="2")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        expected = {"port": int(connection.settings_dict["PORT"]), "read_only": "off", "pooled": True}
+        self.assertEqual(json.loads(result.stdout), expected)
 
     def test_read_write_refuses_a_read_only_session_that_any_accepts(self) -> None:
         # A standby's sessions are read-only; so are this role's, which lets one server show

@@ -272,10 +272,9 @@ class PreparerTest(SimpleTestCase):
             self.assertEqual(slow, [])
 
 
-@skipUnless(connection.vendor == "sqlite", "the direct path is SQLite's")
 class DirectStatementTest(TestCase):
-    """``driver.run`` sends a statement straight to SQLite's driver unless something watches
-    Django's cursor layers, and keeps what those layers guarantee."""
+    """``driver.run`` sends a statement straight to the driver (SQLite's, psycopg's) unless
+    something watches Django's cursor layers, and keeps what those layers guarantee."""
 
     def setUp(self) -> None:
         self.codex = services.codex_for_user(user=get_user_model().objects.create_user("alice"))
@@ -318,10 +317,40 @@ class DirectStatementTest(TestCase):
 
     def test_the_cursor_is_closed_so_no_read_stays_open(self) -> None:
         # A SELECT left unfinished would keep its read transaction (and snapshot) open.
+        if connection.vendor == "postgresql":
+            import psycopg
+
+            closed = []
+
+            class TrackedCursor(psycopg.Cursor):
+                def close(self) -> None:
+                    super().close()
+                    closed.append(self.closed)
+
+            with mock.patch("psycopg.Cursor", TrackedCursor):
+                self.assertEqual(driver.run(connection, "SELECT 1 UNION ALL SELECT 2", [], driver.fetchone), (1,))
+            self.assertEqual(closed, [True])
+            return
         raw = connection.connection
         with mock.patch.object(connection, "connection", SimpleNamespace(cursor=lambda: Tracked(raw))):
             driver.run(connection, "SELECT 1 UNION ALL SELECT 2", [], driver.fetchone)
         self.assertTrue(Tracked.last.closed)
+
+    @skipUnless(connection.vendor == "postgresql", "prepared statements are PostgreSQL's")
+    def test_a_statement_run_often_is_prepared_on_the_server_and_a_watched_one_is_not(self) -> None:
+        threshold = connection.connection.prepare_threshold
+        self.assertIsNotNone(threshold)  # settings.PG_PREPARE_THRESHOLD reaches psycopg
+        for _ in range(threshold + 1):
+            self.assertEqual(driver.run(connection, self.sql, [self.codex.pk], driver.fetchone), (0,))
+        watched = "SELECT 2 + %s"
+        with CaptureQueriesContext(connection):
+            for _ in range(threshold + 1):
+                driver.run(connection, watched, [1], driver.fetchone)
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT statement FROM pg_prepared_statements")
+            prepared = [row[0] for row in cursor.fetchall()]
+        self.assertIn(self.sql.replace("%s", "$1"), prepared)
+        self.assertNotIn(watched.replace("%s", "$1"), prepared)
 
 
 class Tracked:

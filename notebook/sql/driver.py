@@ -18,32 +18,64 @@ def _driver_sql(sql: str) -> str:
     return FORMAT_QMARK_REGEX.sub("?", sql).replace("%%", "%")
 
 
+def _sqlite_cursor(connection: BaseDatabaseWrapper, sql: str) -> tuple[Any, str] | None:
+    return connection.connection.cursor(), _driver_sql(sql)
+
+
+def _postgresql_cursor(connection: BaseDatabaseWrapper, sql: str) -> tuple[Any, str] | None:
+    """A psycopg ``Cursor``, which binds on the server, so that a statement run often enough
+    is prepared once per connection (the connection's ``prepare_threshold``, from OPTIONS;
+    Django's own cursors bind on the client, which never prepares). None (Django's cursor
+    then) where the connection's time zone loader is not the one Django's cursor would use
+    (a test's ``TIME_ZONE`` override: Django registers another on its cursor)."""
+    import psycopg
+    from django.db.backends.postgresql.base import TIMESTAMPTZ_OID
+
+    raw = connection.connection
+    if raw.adapters.get_loader(TIMESTAMPTZ_OID, psycopg.pq.Format.TEXT).timezone != connection.timezone:
+        return None
+    return psycopg.Cursor(raw), sql
+
+
+# The vendors whose statements may go straight to the driver: the driver's cursor, and the
+# statement in its parameter style.
+_DIRECT: dict[str, Callable[[BaseDatabaseWrapper, str], tuple[Any, str] | None]] = {
+    "sqlite": _sqlite_cursor,
+    "postgresql": _postgresql_cursor,
+}
+
+
 def run(connection: BaseDatabaseWrapper, sql: str, params: Sequence[Any], result: Callable[[Any], T]) -> T:
     """``with connection.cursor() as cursor: cursor.execute(sql, params); return result(cursor)``.
 
-    On SQLite, while nothing watches Django's cursor layers (no execute wrappers, no query
-    log: ``assertNumQueries``, ``DEBUG`` and the debug toolbar see every statement), the
-    statement goes straight to the driver with the checks Django's cursor makes first
-    (health check, connection, thread sharing, no broken transaction) and its error
-    wrapping (``IntegrityError`` stays Django's). Django's cursor layers and its regular
-    expression cost more per statement than SQLite's work on a key lookup.
+    On SQLite and PostgreSQL, while nothing watches Django's cursor layers (no execute
+    wrappers, no query log: ``assertNumQueries``, ``DEBUG``, traces and the debug toolbar see
+    every statement), the statement goes straight to the driver with the checks Django's
+    cursor makes first (health check, connection, thread sharing, no broken transaction) and
+    its error wrapping (``IntegrityError`` stays Django's). Django's cursor layers (and on
+    SQLite its regular expression) cost more per statement than the database's work on a key
+    lookup. On PostgreSQL the driver's cursor binds on the server, so that a statement run
+    often enough is prepared (``prepare_threshold``: docs/deploy.md).
     """
-    if connection.vendor != "sqlite" or connection.execute_wrappers or connection.queries_logged:
-        with connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            return result(cursor)
-    connection.close_if_health_check_failed()
-    if connection.connection is None:
-        connection.ensure_connection()
-    connection.validate_thread_sharing()
-    connection.validate_no_broken_transaction()
-    with connection.wrap_database_errors:
-        cursor = connection.connection.cursor()
-        try:
-            cursor.execute(_driver_sql(sql), params)
-            return result(cursor)
-        finally:
-            cursor.close()
+    direct = _DIRECT.get(connection.vendor)
+    if direct is not None and not (connection.execute_wrappers or connection.queries_logged):
+        connection.close_if_health_check_failed()
+        if connection.connection is None:
+            connection.ensure_connection()
+        connection.validate_thread_sharing()
+        connection.validate_no_broken_transaction()
+        with connection.wrap_database_errors:
+            opened = direct(connection, sql)
+            if opened is not None:
+                cursor, driver_sql = opened
+                try:
+                    cursor.execute(driver_sql, params)
+                    return result(cursor)
+                finally:
+                    cursor.close()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return result(cursor)
 
 
 def fetchone(cursor: Any) -> Any:
