@@ -337,20 +337,23 @@ class DirectStatementTest(TestCase):
         self.assertTrue(Tracked.last.closed)
 
     @skipUnless(connection.vendor == "postgresql", "prepared statements are PostgreSQL's")
-    def test_a_statement_run_often_is_prepared_on_the_server_and_a_watched_one_is_not(self) -> None:
+    def test_a_statement_run_often_is_prepared_unless_watched_or_told_not_to(self) -> None:
         threshold = connection.connection.prepare_threshold
         self.assertIsNotNone(threshold)  # settings.PG_PREPARE_THRESHOLD reaches psycopg
         for _ in range(threshold + 1):
             self.assertEqual(driver.run(connection, self.sql, [self.codex.pk], driver.fetchone), (0,))
-        watched = "SELECT 2 + %s"
+        watched, unprepared = "SELECT 2 + %s", "SELECT 3 + %s"
         with CaptureQueriesContext(connection):
             for _ in range(threshold + 1):
                 driver.run(connection, watched, [1], driver.fetchone)
+        for _ in range(threshold + 1):
+            self.assertEqual(driver.run(connection, unprepared, [1], driver.fetchone, prepare=False), (4,))
         with connection.cursor() as cursor:
             cursor.execute("SELECT statement FROM pg_prepared_statements")
             prepared = [row[0] for row in cursor.fetchall()]
         self.assertIn(self.sql.replace("%s", "$1"), prepared)
         self.assertNotIn(watched.replace("%s", "$1"), prepared)
+        self.assertNotIn(unprepared.replace("%s", "$1"), prepared)
 
 
 class Tracked:

@@ -45,7 +45,14 @@ _DIRECT: dict[str, Callable[[BaseDatabaseWrapper, str], tuple[Any, str] | None]]
 }
 
 
-def run(connection: BaseDatabaseWrapper, sql: str, params: Sequence[Any], result: Callable[[Any], T]) -> T:
+def run(
+    connection: BaseDatabaseWrapper,
+    sql: str,
+    params: Sequence[Any],
+    result: Callable[[Any], T],
+    *,
+    prepare: bool = True,
+) -> T:
     """``with connection.cursor() as cursor: cursor.execute(sql, params); return result(cursor)``.
 
     On SQLite and PostgreSQL, while nothing watches Django's cursor layers (no execute
@@ -55,7 +62,9 @@ def run(connection: BaseDatabaseWrapper, sql: str, params: Sequence[Any], result
     its error wrapping (``IntegrityError`` stays Django's). Django's cursor layers (and on
     SQLite its regular expression) cost more per statement than the database's work on a key
     lookup. On PostgreSQL the driver's cursor binds on the server, so that a statement run
-    often enough is prepared (``prepare_threshold``: docs/deploy.md).
+    often enough is prepared (``prepare_threshold``: docs/deploy.md). ``prepare=False`` for a
+    statement whose best plan depends on its values (a search's: how common the word or tag
+    is): PostgreSQL may settle on one generic plan for a prepared statement.
     """
     direct = _DIRECT.get(connection.vendor)
     if direct is not None and not (connection.execute_wrappers or connection.queries_logged):
@@ -69,7 +78,10 @@ def run(connection: BaseDatabaseWrapper, sql: str, params: Sequence[Any], result
             if opened is not None:
                 cursor, driver_sql = opened
                 try:
-                    cursor.execute(driver_sql, params)
+                    if prepare or connection.vendor != "postgresql":
+                        cursor.execute(driver_sql, params)
+                    else:
+                        cursor.execute(driver_sql, params, prepare=False)
                     return result(cursor)
                 finally:
                     cursor.close()

@@ -270,7 +270,7 @@ class SearchStatements(PerDatabase):
             if database.vendor == "sqlite":
                 values["trigram"] = sqlite_trigram_params(query, values.get("after"))
         params = self._params(database, names, values)
-        found = run(connection, f"{sql} LIMIT {int(limit)}", params, fetchall)
+        found = run(connection, f"{sql} LIMIT {int(limit)}", params, fetchall, prepare=False)
         return _entries(found, columns, database, connection)
 
     def window_end(
@@ -299,7 +299,7 @@ class SearchStatements(PerDatabase):
         # alone covers the rest.
         # As the ORM writes it: no OFFSET 0.
         limits = f" LIMIT 2 OFFSET {int(offset)}" if offset else " LIMIT 2"
-        ends = run(connection, sql + limits, self._params(database, names, values), fetchall)
+        ends = run(connection, sql + limits, self._params(database, names, values), fetchall, prepare=False)
         return ids.convert(ends[0], connection)[0] if len(ends) == 2 else None
 
     @staticmethod
