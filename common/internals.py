@@ -60,12 +60,12 @@ REGISTER: tuple[Internal, ...] = (
     ),
     Internal(
         DJANGO,
-        "django.db.backends.postgresql.base.TIMESTAMPTZ_OID, the time zone of Django's timestamptz loader "
-        "(psycopg_any.BaseTzLoader.timezone), BaseDatabaseWrapper.timezone",
-        ("notebook/sql/driver.py",),
+        "django.db.backends.postgresql.base.TIMESTAMPTZ_OID; Django's timestamptz loader "
+        "(psycopg_any.BaseTzLoader: its timezone attribute, and what its load does), BaseDatabaseWrapper.timezone",
+        ("notebook/sql/pg_cursor.py",),
         "TIMESTAMPTZ_OID",
-        "a psycopg cursor of our own is used only where Django's create_cursor would not register another "
-        "time zone loader on its cursor",
+        "a psycopg cursor of our own, used only where Django's create_cursor would not register another "
+        "time zone loader on its cursor, loads timestamps as Django's loader does, over psycopg's C loader",
     ),
     # --- Django: the PostgreSQL backend's health check (codex_site.postgresql) ------------------
     Internal(

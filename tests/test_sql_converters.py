@@ -378,6 +378,30 @@ class Tracked:
         self.cursor.close()
 
 
+@skipUnless(connection.vendor == "postgresql", "PostgreSQL's timestamps")
+class PostgreSQLTimestampTest(SimpleTestCase):
+    """The fast path's cursor loads timestamps as Django's cursor loads them."""
+
+    databases = {"default"}  # statements without tables: nothing to roll back
+
+    @settings(max_examples=60, deadline=None)
+    @given(
+        st.datetimes(
+            min_value=dt.datetime(1, 1, 2),
+            max_value=dt.datetime(9999, 12, 30),
+            timezones=st.sampled_from([dt.UTC, ZoneInfo("Europe/Paris"), ZoneInfo("Asia/Kathmandu")]),
+        )
+    )
+    def test_a_timestamp_comes_back_as_djangos_cursor_gives_it(self, value: dt.datetime) -> None:
+        sql = "SELECT %s::timestamptz"
+        ours = driver.run(connection, sql, [value], driver.fetchone)[0]
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [value])
+            djangos = cursor.fetchone()[0]
+        self.assertEqual((ours, ours.tzinfo, ours.utcoffset()), (djangos, djangos.tzinfo, djangos.utcoffset()))
+        self.assertEqual(ours, value)
+
+
 class NewInstanceTest(TestCase):
     """``converters.new_instance`` makes what ``Model(**values)`` makes."""
 

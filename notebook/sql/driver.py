@@ -23,18 +23,10 @@ def _sqlite_cursor(connection: BaseDatabaseWrapper, sql: str) -> tuple[Any, str]
 
 
 def _postgresql_cursor(connection: BaseDatabaseWrapper, sql: str) -> tuple[Any, str] | None:
-    """A psycopg ``Cursor``, which binds on the server, so that a statement run often enough
-    is prepared once per connection (the connection's ``prepare_threshold``, from OPTIONS;
-    Django's own cursors bind on the client, which never prepares). None (Django's cursor
-    then) where the connection's time zone loader is not the one Django's cursor would use
-    (a test's ``TIME_ZONE`` override: Django registers another on its cursor)."""
-    import psycopg
-    from django.db.backends.postgresql.base import TIMESTAMPTZ_OID
+    from notebook.sql import pg_cursor
 
-    raw = connection.connection
-    if raw.adapters.get_loader(TIMESTAMPTZ_OID, psycopg.pq.Format.TEXT).timezone != connection.timezone:
-        return None
-    return psycopg.Cursor(raw), sql
+    opened = pg_cursor.cursor(connection)
+    return None if opened is None else (opened, sql)
 
 
 # The vendors whose statements may go straight to the driver: the driver's cursor, and the

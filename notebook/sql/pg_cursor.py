@@ -1,0 +1,51 @@
+"""The psycopg cursor that the fast path's statements run on, on PostgreSQL (``notebook.sql.driver``).
+
+A ``psycopg.Cursor`` binds parameters on the server, so that a statement run often enough is
+prepared (Django's own cursors bind on the client, which never prepares). Its timestamps are
+loaded as Django's loader loads them (``psycopg_any.BaseTzLoader``: psycopg's value with the
+connection's time zone put in place), over psycopg's own loader: Django's subclasses psycopg's
+loader written in Python, where psycopg_binary has the same one in C.
+"""
+
+import datetime as dt
+import functools
+from typing import Any
+
+import psycopg
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.backends.postgresql.base import TIMESTAMPTZ_OID
+from psycopg.adapt import Loader
+from psycopg.pq import Format
+
+# psycopg's own loader of timestamptz text (its C version where psycopg_binary is installed).
+_TIMESTAMPTZ = psycopg.adapters.get_loader(TIMESTAMPTZ_OID, Format.TEXT)
+
+
+class _TzLoader(Loader):
+    timezone: dt.tzinfo | None = None
+
+    def __init__(self, oid: int, context: Any = None) -> None:
+        super().__init__(oid, context)
+        self._load = _TIMESTAMPTZ(oid, context).load
+
+    def load(self, data: Any) -> dt.datetime:
+        return self._load(data).replace(tzinfo=self.timezone)
+
+
+@functools.cache
+def tz_loader(timezone: dt.tzinfo) -> type[_TzLoader]:
+    """The loader for ``timezone``, made once (as Django's ``register_tzloader`` makes its own)."""
+    return type("TzLoader", (_TzLoader,), {"timezone": timezone})
+
+
+def cursor(connection: BaseDatabaseWrapper) -> psycopg.Cursor | None:
+    """A cursor of the connection, or None (Django's cursor then) where the connection's time
+    zone loader is not the one Django's cursor would use (Django then registers another on its
+    cursor: a database ``TIME_ZONE`` changed after connecting)."""
+    raw = connection.connection
+    timezone = connection.timezone
+    if raw.adapters.get_loader(TIMESTAMPTZ_OID, Format.TEXT).timezone != timezone:
+        return None
+    opened = psycopg.Cursor(raw)
+    opened.adapters.register_loader(TIMESTAMPTZ_OID, tz_loader(timezone))
+    return opened
