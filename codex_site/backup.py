@@ -166,8 +166,16 @@ def pg_tool(name: str, server_major: int) -> str:
     raise BackupError(f"no {name} found; install postgresql-client-{server_major}")
 
 
-# Django's own keys in a PostgreSQL database's OPTIONS; every other one is a libpq keyword.
-_DJANGO_OPTIONS = {"isolation_level", "assume_role", "server_side_binding", "pool", "cursor_factory", "context"}
+# Django's and psycopg's own keys in a PostgreSQL database's OPTIONS; every other one is a libpq keyword.
+_DJANGO_OPTIONS = {
+    "isolation_level",
+    "assume_role",
+    "server_side_binding",
+    "pool",
+    "cursor_factory",
+    "context",
+    "prepare_threshold",
+}
 
 
 def pg_conninfo(settings_dict: dict[str, Any]) -> str:

@@ -252,8 +252,13 @@ class PostgresConnectionTests(SimpleTestCase):
         self,
     ) -> None:
         url = "postgresql://codex:s3cret@10.0.0.1:5432,10.0.0.2:5433/codex?target_session_attrs=read-write"
-        config = database_settings(url, conn_max_age=0)
+        # As settings.py makes it: psycopg's prepare_threshold and Django's pool are no libpq keywords.
+        config = database_settings(
+            url, conn_max_age=0, postgresql_options={"prepare_threshold": 2}, pool={"max_size": 2}
+        )
         conninfo = backup.pg_conninfo(config)
+        self.assertNotIn("prepare_threshold", conninfo)
+        self.assertNotIn("pool", conninfo)
         self.assertIn("host=10.0.0.1,10.0.0.2", conninfo)
         self.assertIn("port=5432,5433", conninfo)
         self.assertIn("target_session_attrs=read-write", conninfo)
