@@ -41,8 +41,25 @@ def traced(work: Callable[[], Any]) -> list[tuple[str, str, str]]:
     return [(line[0], line[2], "\t".join(line[3:])) for line in fields if len(line) > 2 and line[0] in ("F", "B")]
 
 
+def exchanges(work: Callable[[], Any]) -> list[list[str]]:
+    """The server's answers to ``work()``: the message types of each, up to its ReadyForQuery."""
+    answers: list[list[str]] = [[]]
+    for direction, kind, _ in traced(work):
+        if direction == "B":
+            answers[-1].append(kind)
+            if kind == "ReadyForQuery":
+                answers.append([])
+    return answers[:-1]
+
+
+# A statement's preparation (settings.PG_PREPARE_THRESHOLD): Parse answered on its own, once
+# per connection and statement, on the run that reaches the threshold.
+PREPARATION = ["ParseComplete", "ReadyForQuery"]
+
+
 def round_trips(work: Callable[[], Any]) -> int:
-    return sum(1 for direction, kind, _ in traced(work) if (direction, kind) == ("B", "ReadyForQuery"))
+    """Round trips, not counting a statement's one preparation on this connection."""
+    return sum(1 for answer in exchanges(work) if answer != PREPARATION)
 
 
 @unittest.skipUnless(
@@ -86,6 +103,15 @@ class RoundTripsTest(TransactionTestCase):
             self.trips_raising(NotFound, lambda: self.update(1, {"content": "y"}, entry_id=uuid.uuid4())), 1
         )
         self.assertEqual(self.trips_raising(Conflict, lambda: self.update(7, {"content": "y"})), 1)
+
+    def test_a_statement_is_prepared_once_per_connection(self) -> None:
+        if settings.PG_PREPARE_THRESHOLD is None:
+            self.skipTest("CODEX_PG_PREPARE_THRESHOLD=none: nothing is prepared")
+        preparations = [
+            exchanges(lambda expected=expected: self.update(expected, {"content": f"v{expected}"})).count(PREPARATION)
+            for expected in range(1, settings.PG_PREPARE_THRESHOLD + 4)
+        ]
+        self.assertEqual(sum(preparations), 1)
 
     def test_only_a_failure_reads_again(self) -> None:
         # A replay: the statement collides on the request key, then the winner is read.
