@@ -22,11 +22,13 @@ from notebook.models import Codex, Entry, EntryRelatedAgent, EntryRevision, Entr
 from notebook.prefilters import (
     LIKE,
     NEVER_READ,
+    ON_THE_ROW,
     SEARCH_COLUMNS,
     SQLITE_TRIGRAM_MATCH,
     SQLITE_TRIGRAM_MATCH_AFTER,
     TRIGRAM,
     sqlite_trigram_params,
+    tested_on_the_row,
 )
 from notebook.writers import APPLICATION
 
@@ -92,8 +94,12 @@ def candidates(
     if upto is not None:
         found = found.filter(id__lte=upto)
     order = "id"
-    for relation, value in [("related_agent_rows", agent), ("tag_rows", tag)]:
-        if value is not None:
+    on_the_row = tested_on_the_row(connection.vendor, prefilter)
+    for relation, value, name in [("related_agent_rows", agent, "agent"), ("tag_rows", tag, "tag")]:
+        if value is not None and on_the_row:
+            # PostgreSQL's trigram step: the entry's own list, as ``tested_on_the_row`` says.
+            found = found.filter(**{f"{ON_THE_ROW[name]}__contains": [value]})
+        elif value is not None:
             # Each index row bounded on its own codex and entry columns, in one join.
             bounds = {f"{relation}__codex_id": codex_id, f"{relation}__value": value}
             if after is not None:

@@ -9,6 +9,24 @@ columns a search reads, and SQLite's trigram match (migrations 0002 and 0007).""
 LIKE = "like"  # a substring test of each searched column, row by row along the walk (INSTR; PostgreSQL: STRPOS)
 TRIGRAM = "trigram"  # by the trigram index: SQLite's FTS5 table; PostgreSQL's GIN indexes serve a LIKE
 
+# The entry's own list that a tag or related-agent filter tests when ``tested_on_the_row``
+# (the index tables ``EntryTag`` and ``EntryRelatedAgent`` copy these lists).
+ON_THE_ROW = {"tag": "tags", "agent": "related_agent_ids"}
+
+
+def tested_on_the_row(vendor: str, prefilter: str | None) -> bool:
+    """Whether a statement tests its tag and related agent on each candidate's own row
+    (``tags @> '["t"]'``) instead of joining their index tables: PostgreSQL's trigram step.
+
+    The step is taken for a word that the sample found rare in the codex, so its matches are
+    few; the planner, which judges the word by the whole table (where it may be common) and
+    may use no index scan in this step, would otherwise build a hash of every index row of a
+    common tag to meet them. On the row, the tag costs one test per match, and no plan is
+    left to choose but the trigram bitmap. (SQLite's step looks up each FTS5 match already.)
+    """
+    return vendor == "postgresql" and prefilter == TRIGRAM
+
+
 # SQLite: the ids of entries that hold a normalized query, by the FTS5 trigram table
 # (migration 0002), whose row matches the query as a phrase, and among the fewer than 32
 # entries still waiting for their batch (migration 0007), by INSTR. Its parameters:

@@ -166,6 +166,19 @@ class CandidatePlansTest(NotebookTestCase):
         self.assertNotIn("_trgm", plan)
         self.assertNotIn("notebook_entry_trigram", plan)
 
+    @unittest.skipUnless(connection.vendor == "postgresql", "PostgreSQL's trigram step")
+    def test_the_trigram_step_tests_a_tag_and_agent_on_each_match_never_joining_their_rows(self) -> None:
+        # Joined, a common tag's index rows were all read into a hash to meet a rare word's
+        # few matches (the planner judges the word by the whole table).
+        self.save(content=f"a {WORD}", tags=["t"], relatedAgentIds=["agent-1"])
+        for filters in [{"tag": "t"}, {"agent": "agent-1"}, {"tag": "t", "agent": "agent-1"}]:
+            with self.subTest(**filters):
+                plan = self.explain(query=WORD, prefilter=TRIGRAM, after=uuid.UUID(int=1), **filters)
+                self.assertNotIn("notebook_entrytag", plan)
+                self.assertNotIn("notebook_entryrelatedagent", plan)
+                self.assertNotIn("Join", plan)
+                self.assertNotIn("Nested Loop", plan)
+
     @unittest.skipUnless(connection.vendor == "sqlite", "SQLite's FTS5 lookup")
     def test_past_a_cursor_sqlite_looks_up_the_matches_instead_of_walking_the_codex(self) -> None:
         self.save(content=f"a {WORD}")

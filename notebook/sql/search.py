@@ -33,11 +33,13 @@ from notebook.models import Entry, EntryRelatedAgent, EntryRevision, EntryTag
 from notebook.prefilters import (
     LIKE,
     NEVER_READ,
+    ON_THE_ROW,
     SEARCH_COLUMNS,
     SQLITE_TRIGRAM_MATCH,
     SQLITE_TRIGRAM_MATCH_AFTER,
     TRIGRAM,
     sqlite_trigram_params,
+    tested_on_the_row,
 )
 from notebook.sql.cache import PerDatabase
 from notebook.sql.converters import ModelColumns
@@ -151,13 +153,23 @@ class _SearchSQL:
         if shape.upto:
             where.append((f"{self.entry_id} <= %s", ("upto",)))
         order = self.entry_id
-        # Each index row is bounded on its own codex and entry columns (one join), so the
-        # database can walk the (codex, value, entry) index in entry order from the cursor
-        # instead of collecting every row with the value. Ordering by that index's entry
-        # column (the same id) lets SQLite skip a sort too.
+        # PostgreSQL's trigram step tests a tag or agent on each match's own row (its
+        # ``tags`` or ``related_agent_ids`` list, the source of truth that the index tables
+        # copy; ``prefilters.tested_on_the_row``): the step is taken for a word the sample
+        # found rare, so its matches are few, but the planner, judging the word by the whole
+        # table, would join them to every index row of a common tag.
+        on_the_row = tested_on_the_row(self.vendor, shape.query)
         for present, model, value in [(shape.agent, EntryRelatedAgent, "agent"), (shape.tag, EntryTag, "tag")]:
             if not present:
                 continue
+            if on_the_row:
+                column = self.quote(Entry._meta.get_field(ON_THE_ROW[value]).column)
+                where.append((f"{self.entry}.{column} @> %s", (f"{value}_list",)))
+                continue
+            # Each index row is bounded on its own codex and entry columns (one join), so the
+            # database can walk the (codex, value, entry) index in entry order from the cursor
+            # instead of collecting every row with the value. Ordering by that index's entry
+            # column (the same id) lets SQLite skip a sort too.
             entry = self.index_column(model, "entry")
             joins.append(f" INNER JOIN {self.index_tables[model]} ON ({self.entry_id} = {entry})")
             where.append((f"{self.index_column(model, 'codex')} = %s", ("codex",)))
@@ -323,6 +335,8 @@ class SearchStatements(PerDatabase):
         for name, model, value in (("tag", EntryTag, tag), ("agent", EntryRelatedAgent, agent)):
             if value is not None:
                 values[name] = model._meta.get_field("value").get_db_prep_value(value, connection)
+                # As the ``contains`` lookup of a JSONField prepares its value (jsonb).
+                values[f"{name}_list"] = meta.get_field(ON_THE_ROW[name]).get_db_prep_value([value], connection)
         return values
 
     @staticmethod
