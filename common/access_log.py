@@ -4,11 +4,10 @@ the path (query values dropped), the status, the duration and the client's addre
 tool call, the same line also carries the tool, its outcome, the codex, the JSON-RPC request
 id and the trace id.
 
-One line per request, not an access line and a tool-call line: logging is most of what
-observability costs a call, and the tool call's line needs the status and the duration the
-access line has. uvicorn's own access line (``uvicorn.access``) is left at WARNING in
-``settings.LOGGING``, so it never writes: it has no duration, and its arguments would have
-to be rewritten to drop query values.
+One line per request, not an access line and a tool-call line: each line costs a call CPU,
+and the tool call's line needs the status and the duration the access line has. uvicorn's
+own access line (``uvicorn.access``) is left at WARNING in ``settings.LOGGING``, so it never
+writes: it has no duration, and its arguments would have to be rewritten to drop query values.
 
 A tool call finds the line through the request's ASGI scope (``line_of``) and adds its
 fields with ``ToolCallLine.add``. A second tool call in one request (a JSON-RPC batch of an
