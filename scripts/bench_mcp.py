@@ -22,11 +22,14 @@ medians over the slices. "cpu/call" is the server's CPU time (user + system, eve
 worker) per call, which idle time and a slower client do not change; "cpu vs no-op" is
 the anchor's CPU per call over the project's.
 
-``--observability`` runs the project twice, same build, side by side: with metrics and JSON
-logs off (``CODEX_METRICS=0``, plain logs at WARNING) and on (``CODEX_METRICS=1``,
-``CODEX_LOG_FORMAT=json``, logs at INFO, to a file), each slice of one right after a slice of
-the other and of the anchor; it prints both against the anchor and "on/off", the on server's
-calls over the off server's in the same slices (and the same for CPU per call).
+``--observability`` runs the project twice, same build, each server on its own copy of the
+SQLite database: with metrics and JSON logs off (``CODEX_METRICS=0``, plain logs at WARNING)
+and on (``CODEX_METRICS=1``, ``CODEX_LOG_FORMAT=json``, logs at INFO, to a file). The two are
+under load at the same time, each from its own wrk, both servers on one CPU, so that the
+machine's drift weighs on both alike; it prints "on/off", the on server's calls over the off
+server's, with the quartiles of that ratio slice by slice, and the same for CPU per call.
+``--same-build-twice`` makes both servers "off" (the measure's own spread), and
+``--on-settings NAME=VALUE,...`` changes the on server's settings, to take a cost apart.
 
     .venv/bin/python scripts/bench_mcp.py                         # SQLite, 10 s per scenario, 8 and 32 connections
     .venv/bin/python scripts/bench_mcp.py --duration 5 --connections 8
@@ -350,12 +353,45 @@ def otlp_sink() -> str:
     return f"http://127.0.0.1:{server.server_address[1]}"
 
 
-def compare_observability(noop, off, on, wrk, args, scenarios, connection_counts, token, get_file, wrk_cpu) -> None:
-    """Slices of the anchor, the project with metrics and logs off, and on, in turn."""
+def summed(runs: list[dict[str, float]]) -> dict[str, float]:
+    """One server's figures over its slices: calls/s and CPU per call over all of them, the
+    median p99, and the errors."""
+    requests = sum(run["requests"] for run in runs)
+    return {
+        "rate": requests / (sum(run["duration_us"] for run in runs) / 1e6),
+        "cpu_per_call": sum(run["cpu_per_call"] * run["requests"] for run in runs) / max(requests, 1),
+        "p99_us": statistics.median(run["p99_us"] for run in runs),
+        "errors": sum(run["errors"] + run["socket_errors"] for run in runs),
+    }
+
+
+def quartiles(values: list[float]) -> tuple[float, float, float]:
+    """The lower quartile, the median and the upper quartile of ``values``."""
+    if len(values) < 2:
+        return values[0], values[0], values[0]
+    low, middle, high = statistics.quantiles(values, n=4, method="inclusive")
+    return low, middle, high
+
+
+def drive(results: dict, server: "Uvicorn", wrk: str, scenario: str, duration: int, options: dict) -> None:
+    """One slice of ``scenario`` against ``server``, its figures left in ``results``."""
+    results[server] = measure(server, wrk, scenario, duration=duration, **options)
+
+
+def compare_observability(off, on, wrk, args, scenarios, connection_counts, token, get_file, wrk_cpu) -> None:
+    """The off and on servers under load at the same time, slice after slice.
+
+    Each server has its own wrk with the same connections; both servers share CPU 0 and both
+    wrk CPU 1. At every instant the two see the same machine, so its drift and anyone else's
+    load weigh on both alike (alternating slices left runs of one build 10 to 20 % apart), and
+    what one costs more per call, in CPU or in waiting, goes to the other as calls. "on/off"
+    is the on server's calls over the off server's in all slices; the quartiles are of the
+    ratio slice by slice; "cpu on/off" is the on server's CPU per call over the off server's.
+    """
     print()
     print(
-        f"{'scenario':<28} {'conns':>5} {'off/s':>9} {'on/s':>9} {'off vs no-op':>13} {'on vs no-op':>12} "
-        f"{'on/off':>7} {'cpu on/off':>11} {'p99 off':>8} {'p99 on':>8} {'errors':>7}"
+        f"{'scenario':<28} {'conns':>5} {'off/s':>9} {'on/s':>9} {'on/off':>7} "
+        f"{'slices: q1':>10} {'median':>7} {'q3':>6} {'cpu on/off':>11} {'p99 off':>8} {'p99 on':>8} {'errors':>7}"
     )
     slice_seconds = max(1, round(args.duration / args.rounds))
     for connections in connection_counts:
@@ -364,30 +400,43 @@ def compare_observability(noop, off, on, wrk, args, scenarios, connection_counts
                 raise SystemExit("--observability measures get, save and the searches (update needs one server)")
             if scenario in QUERIES:
                 raise SystemExit("--observability measures get, save and the searches of the first codex")
-            options = dict(token=token, connections=connections, cpu=wrk_cpu)
-            measure(noop, wrk, "noop", id_file="-", duration=1, **options)
-            for server in (off, on):
-                measure(server, wrk, scenario, id_file=get_file, duration=1, **options)
-            off_slices, on_slices = [], []
-            for round_number in range(args.rounds):
-                anchor = measure(noop, wrk, "noop", id_file="-", duration=slice_seconds, **options)
-                # Alternate which goes first, so neither always runs right after the anchor.
-                order = (off, on) if round_number % 2 == 0 else (on, off)
-                runs = {
-                    server: measure(server, wrk, scenario, id_file=get_file, duration=slice_seconds, **options)
-                    for server in order
-                }
-                off_slices.append((anchor, runs[off]))
-                on_slices.append((dict(anchor), runs[on]))
-            quiet, loud = paired(off_slices), paired(on_slices)
+            options = dict(token=token, connections=connections, cpu=wrk_cpu, id_file=get_file)
+            runs: dict[Uvicorn, list[dict[str, float]]] = {off: [], on: []}
+            for round_number in range(args.rounds + 1):  # the first round warms both and is not counted
+                duration = 1 if round_number == 0 else slice_seconds
+                results: dict[Uvicorn, dict[str, float]] = {}
+                threads = [
+                    threading.Thread(target=drive, args=(results, server, wrk, scenario, duration, options))
+                    for server in (off, on)
+                ]
+                for thread in threads:
+                    thread.start()
+                for thread in threads:
+                    thread.join()
+                if round_number:
+                    for server in (off, on):
+                        runs[server].append(results[server])
+            ratios = [
+                loud["requests"] / max(quiet["requests"], 1) for quiet, loud in zip(runs[off], runs[on], strict=True)
+            ]
+            low, middle, high = quartiles(ratios)
+            quiet, loud = summed(runs[off]), summed(runs[on])
             print(
                 f"{LABELS[scenario]:<28} {connections:>5} {quiet['rate']:9.1f} {loud['rate']:9.1f} "
-                f"{quiet['rate'] / quiet['anchor_rate']:13.3f} {loud['rate'] / loud['anchor_rate']:12.3f} "
-                f"{loud['rate'] / quiet['rate']:7.3f} {loud['cpu_per_call'] / quiet['cpu_per_call']:11.3f} "
+                f"{loud['rate'] / quiet['rate']:7.3f} {low:10.3f} {middle:7.3f} {high:6.3f} "
+                f"{loud['cpu_per_call'] / quiet['cpu_per_call']:11.3f} "
                 f"{quiet['p99_us'] / 1000:8.1f} {loud['p99_us'] / 1000:8.1f} "
                 f"{quiet['errors'] + loud['errors']:7.0f}",
                 flush=True,
             )
+
+
+def copy_sqlite(source: str, target: str) -> None:
+    """An online copy of the seeded SQLite database, so that two servers write apart."""
+    import sqlite3
+
+    with sqlite3.connect(source) as original, sqlite3.connect(target) as copy:
+        original.backup(copy)
 
 
 def main() -> None:
@@ -409,7 +458,18 @@ def main() -> None:
     parser.add_argument(
         "--observability",
         action="store_true",
-        help="run the project with metrics and JSON logs off and on, side by side, and compare",
+        help="run the project with metrics and JSON logs off and on, under load at the same time, and compare",
+    )
+    parser.add_argument(
+        "--same-build-twice",
+        action="store_true",
+        help="with --observability: both servers off (an A/A run, the measure's own spread)",
+    )
+    parser.add_argument(
+        "--on-settings",
+        default="",
+        metavar="NAME=VALUE,...",
+        help="with --observability: environment settings of the on server, over the defaults (to take costs apart)",
     )
     args = parser.parse_args()
     connection_counts = [int(count) for count in args.connections.split(",")]
@@ -449,21 +509,31 @@ def main() -> None:
         + ("traces on (OTLP to a sink); " if args.traces else "")
         + ("servers on CPU 0, wrk on CPU 1" if pinned else "no CPU pinning (fewer than 2 CPUs or no taskset)")
     )
-    noop = Uvicorn(["--app-dir", str(SCRIPTS), "bench_noop_server:app"], workers=args.workers, cpu=server_cpu, env=env)
     if args.observability:
+        if "DATABASE_URL" in os.environ:
+            raise SystemExit("--observability runs on SQLite (each server gets its own copy of the database)")
         quiet = {**{key: value for key, value in env.items() if key != "CODEX_LOG_FORMAT"}, "CODEX_METRICS": "0"}
         loud = {**env, "CODEX_METRICS": "1", "CODEX_LOG_FORMAT": "json", "CODEX_LOG_LEVEL": "INFO"}
+        if args.same_build_twice:
+            loud = dict(quiet)  # an A/A run: how far the measure strays when nothing differs
+        for setting in filter(None, args.on_settings.split(",")):
+            key, _, value = setting.partition("=")
+            loud[key] = value
+        # Two servers writing one SQLite file would wait on each other's write lock.
+        loud["CODEX_SQLITE_PATH"] = os.path.join(var, "codex-on.sqlite3")
+        copy_sqlite(os.path.join(var, "codex.sqlite3"), loud["CODEX_SQLITE_PATH"])
         log = open(os.path.join(var, "observability-on.log"), "wb")  # noqa: SIM115 (closed by exit)
         off = Uvicorn(["codex_site.asgi:application"], workers=args.workers, cpu=server_cpu, env=quiet)
         on = Uvicorn(["codex_site.asgi:application"], workers=args.workers, cpu=server_cpu, env=loud, stderr=log)
         try:
-            compare_observability(noop, off, on, wrk, args, scenarios, connection_counts, token, get_file, wrk_cpu)
+            compare_observability(off, on, wrk, args, scenarios, connection_counts, token, get_file, wrk_cpu)
         finally:
-            for server in (noop, off, on):
+            for server in (off, on):
                 server.stop()
             print(f"the on server logged {os.path.getsize(log.name):,} bytes")
             shutil.rmtree(var, ignore_errors=True)
         return
+    noop = Uvicorn(["--app-dir", str(SCRIPTS), "bench_noop_server:app"], workers=args.workers, cpu=server_cpu, env=env)
     project_env = dict(env, OTEL_EXPORTER_OTLP_ENDPOINT=otlp_sink()) if args.traces else env
     project = Uvicorn(["codex_site.asgi:application"], workers=args.workers, cpu=server_cpu, env=project_env)
     try:
