@@ -36,6 +36,10 @@ class ClientMistakesAreWarnings(logging.Filter):
     """A client's mistake becomes one WARNING line without a traceback (if the logger
     that wrote it shows WARNING at all); every other record passes unchanged."""
 
+    # An access line (common.access_log) carries neither ``status_code`` nor ``exc_info``:
+    # it is never a client's mistake here, so it passes unchanged.
+    passes_access_lines = True
+
     def filter(self, record: logging.LogRecord) -> bool:
         if not is_client_mistake(record):
             return True

@@ -14,6 +14,8 @@ would still leak); Django logs request paths without query strings.
 """
 
 import logging
+from datetime import UTC, datetime
+from typing import Any
 
 from pythonjsonlogger.core import RESERVED_ATTRS
 from pythonjsonlogger.orjson import OrjsonFormatter
@@ -31,10 +33,20 @@ class CodexJsonFormatter(OrjsonFormatter):
             reserved_attrs=[*RESERVED_ATTRS, "color_message", "taskName"],
         )
 
+    def render_fields(self, level: str, logger: str, message: str, fields: dict[str, Any]) -> str:
+        """The line ``format`` makes of a record of ``level`` from ``logger`` with this message
+        and these extras, made without the record: the access log's line (``common.access_log``
+        writes it to the handler's stream itself). Same keys in the same order, and the same
+        serialiser (python-json-logger's ``process_log_record`` and ``serialize_log_record``)."""
+        data = {"level": level, "logger": logger, "message": message, **fields, "time": datetime.now(UTC)}
+        return self.serialize_log_record(self.process_log_record(data))
+
 
 class NoDebugFrom(logging.Filter):
     """Drops DEBUG records of the loggers ``names`` (and their children), leaving every
     other level to the configuration."""
+
+    passes_access_lines = True  # an access line is INFO: this filter lets it through unchanged
 
     def __init__(self, names: list[str]) -> None:
         super().__init__()

@@ -16,6 +16,17 @@ old protocol version) or a call served without this middleware writes its own li
 
 No line carries a query string's values, a header, a body, a token or a cookie: which
 parameters came stays visible, what they said does not.
+
+The line is logged as any record is, except where the logging machinery would change
+nothing: when ``codex.access`` has no filter of its own and its records reach one plain
+stream (or file) handler that passes INFO, whose filters all let an access line through
+unchanged (``passes_access_lines``) and whose formatter can render a line from its fields
+(``render_fields``: the JSON formatter, ``codex_site.logs``), the line is rendered and
+written to that handler's stream under its lock, as the handler's ``emit`` would, without a
+``LogRecord``. That is the default set-up with ``CODEX_LOG_FORMAT=json``, where the record,
+its handling and its formatting cost a tool call several times what the line itself does
+(docs/performance.md). Any other handler, filter or formatter that an operator configures
+gets the record.
 """
 
 import logging
@@ -103,6 +114,52 @@ def access_logged(app: ASGIApp) -> ASGIApp:
     return logged
 
 
+def direct_handler() -> logging.StreamHandler | None:
+    """The handler an access line may be written to directly (see the module's docstring),
+    or None. Looked up for every line, so that a change of configuration (or a test's
+    ``assertLogs``) takes effect on the next one; the walk is a few attribute reads."""
+    if logger.filters:
+        return None
+    found = None
+    current: logging.Logger | None = logger
+    while current is not None:
+        for handler in current.handlers:
+            if found is not None:
+                return None
+            found = handler
+        if not current.propagate:
+            break
+        current = current.parent
+    if (
+        found is None
+        or type(found) not in (logging.StreamHandler, logging.FileHandler)
+        or found.stream is None  # a delayed file handler opens its file on its first record
+        or found.level > logging.INFO
+        or not hasattr(found.formatter, "render_fields")
+        or not all(getattr(each, "passes_access_lines", False) for each in found.filters)
+    ):
+        return None
+    return found
+
+
+def _emit(message: str, args: tuple, fields: dict[str, Any]) -> None:
+    handler = direct_handler()
+    if handler is None:
+        logger.info(message, *args, extra=fields)
+        return
+    text = handler.formatter.render_fields("INFO", logger.name, message % args, fields)
+    handler.acquire()
+    try:
+        handler.stream.write(text + handler.terminator)
+        handler.flush()
+    except Exception:
+        # A broken stream is the handler's to report (``handleError``), through a record.
+        handler.release()
+        logger.info(message, *args, extra=fields)
+        return
+    handler.release()
+
+
 def _write(scope: Scope, status: int, seconds: float, call: dict[str, Any] | None) -> None:
     method, path = scope.get("method", ""), scope.get("path", "")
     query = scope.get("query_string", b"")
@@ -118,20 +175,22 @@ def _write(scope: Scope, status: int, seconds: float, call: dict[str, Any] | Non
         "client": f"{client[0]}:{client[1]}" if client else None,
     }
     if call is None:
-        logger.info("%s %s %s in %.1f ms", method, path, status, duration_ms, extra=extra)
+        _emit("%s %s %s in %.1f ms", (method, path, status, duration_ms), extra)
         return
     # The request's duration_ms includes the call's, which is the tool's own.
     extra.update(call, duration_ms=duration_ms, tool_duration_ms=call["duration_ms"])
-    logger.info(
+    _emit(
         "%s %s %s in %.1f ms: tool call %s %s (codex %s, request %s, trace %s)",
-        method,
-        path,
-        status,
-        duration_ms,
-        call["tool"],
-        call["outcome"],
-        call["codex_id"],
-        call["request_id"],
-        call["trace_id"],
-        extra=extra,
+        (
+            method,
+            path,
+            status,
+            duration_ms,
+            call["tool"],
+            call["outcome"],
+            call["codex_id"],
+            call["request_id"],
+            call["trace_id"],
+        ),
+        extra,
     )

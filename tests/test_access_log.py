@@ -1,12 +1,20 @@
 """The access log's middleware: one line per request, a tool call's fields on it, a failed
-request still logged, and nothing at all when INFO is off for it."""
+request still logged, and nothing at all when INFO is off for it; the line written straight
+to the JSON console handler is the line its formatter makes of the record."""
 
 import asyncio
+import io
+import json
 import logging
+import logging.handlers
+import os
+from datetime import datetime
 
 from django.test import SimpleTestCase
 
-from common.access_log import access_logged, line_of
+from codex_site.logfilters import ClientMistakesAreWarnings
+from codex_site.logs import CodexJsonFormatter, NoDebugFrom
+from common.access_log import access_logged, direct_handler, line_of
 from mcp_endpoint.calls import ToolCall
 
 
@@ -88,3 +96,72 @@ class AccessLogTests(SimpleTestCase):
         self.addCleanup(access.removeHandler, handler)
         serve(access_logged(app), http_scope())
         self.assertEqual((seen, written), ([None], []))
+
+
+class DirectWriteTests(SimpleTestCase):
+    """With the JSON console handler as the line's only handler, the line is written to its
+    stream without a record: the same line, and any other configuration gets the record."""
+
+    def setUp(self) -> None:
+        self.logger = logging.getLogger("codex.access")
+        self.saved = (self.logger.handlers[:], self.logger.propagate, self.logger.level, self.logger.filters[:])
+        self.stream = io.StringIO()
+        self.handler = logging.StreamHandler(self.stream)
+        self.handler.setFormatter(CodexJsonFormatter())
+        self.handler.addFilter(NoDebugFrom(["oauthlib"]))
+        self.handler.addFilter(ClientMistakesAreWarnings())
+        self.logger.handlers, self.logger.propagate = [self.handler], False
+        self.logger.setLevel(logging.INFO)
+
+    def tearDown(self) -> None:
+        handlers, propagate, level, filters = self.saved
+        self.logger.handlers, self.logger.propagate, self.logger.filters = handlers, propagate, filters
+        self.logger.setLevel(level)
+
+    def lines(self) -> list[dict]:
+        return [json.loads(line) for line in self.stream.getvalue().splitlines()]
+
+    def test_the_direct_line_is_the_line_the_formatter_makes_of_the_record(self) -> None:
+        self.assertIs(direct_handler(), self.handler)
+        serve(access_logged(answering(200, calls=1)), http_scope("/mcp", b"a=1"))
+        # A filter on the logger itself sends the same request through a record.
+        self.logger.addFilter(logging.Filter())
+        self.assertIsNone(direct_handler())
+        serve(access_logged(answering(200, calls=1)), http_scope("/mcp", b"a=1"))
+        direct, recorded = self.lines()
+        for line in (direct, recorded):
+            datetime.fromisoformat(line.pop("time"))
+            line.pop("duration_ms")
+        # The message names the request's duration: the same words, another figure.
+        self.assertEqual(direct.pop("message").split(" in ")[0], recorded.pop("message").split(" in ")[0])
+        self.assertEqual(list(direct.items()), list(recorded.items()))
+        self.assertEqual((direct["tool"], direct["path"], direct["status"]), ("field_notes_get", "/mcp?a=", 200))
+
+    def test_any_other_configuration_gets_the_record(self) -> None:
+        def handler_with(**changes) -> logging.Handler:
+            handler = changes.pop("handler", None) or logging.StreamHandler(self.stream)
+            handler.setFormatter(changes.pop("formatter", CodexJsonFormatter()))
+            for each in changes.pop("filters", []):
+                handler.addFilter(each)
+            handler.setLevel(changes.pop("level", logging.NOTSET))
+            return handler
+
+        rotating = logging.handlers.RotatingFileHandler(os.devnull, delay=True)
+        self.addCleanup(rotating.close)
+        others = {
+            "a handler that is not a plain stream": [handler_with(handler=rotating)],
+            "a formatter that renders records only": [handler_with(formatter=logging.Formatter())],
+            "a filter that may change the line": [handler_with(filters=[logging.Filter("codex")])],
+            "a handler above INFO": [handler_with(level=logging.WARNING)],
+            "two handlers": [handler_with(), handler_with()],
+        }
+        for name, handlers in others.items():
+            with self.subTest(name):
+                self.logger.handlers = handlers
+                self.assertIsNone(direct_handler())
+        # A test's assertLogs puts its own handler in: it sees the line as a record.
+        self.logger.handlers = [self.handler]
+        with self.assertLogs("codex.access", "INFO") as logs:
+            serve(access_logged(answering(200)), http_scope())
+        self.assertEqual([record.status for record in logs.records], [200])
+        self.assertEqual(self.stream.getvalue(), "")
