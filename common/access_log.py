@@ -1,5 +1,5 @@
-"""The access log: one line per HTTP request (logger ``codex.access``, INFO), written as
-the answer's last bytes are sent (or when the request ends without one), with the method,
+"""The access log: one line per HTTP request (logger ``codex.access``, INFO), made as the
+answer's last bytes are sent (or when the request ends without one), with the method,
 the path (query values dropped), the status, the duration and the client's address; for a
 tool call, the same line also carries the tool, its outcome, the codex, the JSON-RPC request
 id and the trace id.
@@ -21,16 +21,20 @@ The line is logged as any record is, except where the logging machinery would ch
 nothing: when ``codex.access`` has no filter of its own and its records reach one plain
 stream (or file) handler that passes INFO, whose filters all let an access line through
 unchanged (``passes_access_lines``) and whose formatter can render a line from its fields
-(``render_fields``: the JSON formatter, ``codex_site.logs``), the line is rendered and
-written to that handler's stream under its lock, as the handler's ``emit`` would, without a
-``LogRecord``. That is the default set-up with ``CODEX_LOG_FORMAT=json``, where the record,
-its handling and its formatting cost a tool call several times what the line itself does
+(``render_fields``: the JSON formatter, ``codex_site.logs``), the line is rendered without a
+``LogRecord`` and written to that handler's stream under its lock, with the lines of other
+requests (``_Pending``): at most ``FLUSH_SECONDS`` after it was made. That is the default
+set-up with ``CODEX_LOG_FORMAT=json``, where the record, its handling, its formatting and a
+write per line cost a tool call several times what the line itself does
 (docs/performance.md). Any other handler, filter or formatter that an operator configures
-gets the record.
+gets the record, at once.
 """
 
+import asyncio
+import atexit
 import logging
 import re
+import threading
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
@@ -95,8 +99,7 @@ def access_logged(app: ASGIApp) -> ASGIApp:
             if message["type"] == "http.response.start":
                 status = message["status"]
             elif message["type"] == "http.response.body" and not message.get("more_body", False):
-                # Before the answer's last bytes leave: a client that has its answer will
-                # find the line written.
+                # Before the answer's last bytes leave: the duration is the server's.
                 write()
             await send(message)
 
@@ -142,22 +145,83 @@ def direct_handler() -> logging.StreamHandler | None:
     return found
 
 
+class _Pending:
+    """Direct lines not yet written, written together: when ``BATCH_LINES`` are waiting, at
+    the latest ``FLUSH_SECONDS`` after the first of them (a timer on the event loop that
+    served it), at once for a line written outside an event loop, and at exit (``atexit``).
+    One write system call per line would give the interpreter lock away on every request
+    (as nginx's ``access_log ... buffer= flush=``, for the same reason)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.lines: list[str] = []
+        self.handler: logging.StreamHandler | None = None
+        self.timer_loop: asyncio.AbstractEventLoop | None = None
+
+    def add(self, handler: logging.StreamHandler, text: str) -> None:
+        try:
+            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        with self.lock:
+            if self.handler is not handler:
+                self._write_locked()
+                self.handler = handler
+            self.lines.append(text)
+            now = loop is None or len(self.lines) >= BATCH_LINES
+            # A timer on a loop that has stopped since would never fire: set one on this loop.
+            timer = not now and (
+                self.timer_loop is None or self.timer_loop.is_closed() or not self.timer_loop.is_running()
+            )
+            if now:
+                self._write_locked()
+            elif timer:
+                self.timer_loop = loop
+        if timer:
+            loop.call_later(FLUSH_SECONDS, self.write)
+
+    def write(self) -> None:
+        with self.lock:
+            self._write_locked()
+
+    def _write_locked(self) -> None:
+        self.timer_loop = None
+        lines, handler = self.lines, self.handler
+        if not lines or handler is None:
+            return
+        self.lines = []
+        terminator = handler.terminator
+        text = terminator.join(lines) + terminator
+        handler.acquire()
+        try:
+            handler.stream.write(text)
+            handler.flush()
+        except Exception:
+            # A broken stream is the handler's to report (``handleError``), through a record.
+            handler.release()
+            for line in lines:
+                logger.info(line)
+            return
+        handler.release()
+
+
+BATCH_LINES = 64
+FLUSH_SECONDS = 0.1
+_pending = _Pending()
+atexit.register(_pending.write)
+
+
+def flush() -> None:
+    """Write the direct lines still waiting (tests, and a server that stops)."""
+    _pending.write()
+
+
 def _emit(message: str, args: tuple, fields: dict[str, Any]) -> None:
     handler = direct_handler()
     if handler is None:
         logger.info(message, *args, extra=fields)
         return
-    text = handler.formatter.render_fields("INFO", logger.name, message % args, fields)
-    handler.acquire()
-    try:
-        handler.stream.write(text + handler.terminator)
-        handler.flush()
-    except Exception:
-        # A broken stream is the handler's to report (``handleError``), through a record.
-        handler.release()
-        logger.info(message, *args, extra=fields)
-        return
-    handler.release()
+    _pending.add(handler, handler.formatter.render_fields("INFO", logger.name, message % args, fields))
 
 
 def _write(scope: Scope, status: int, seconds: float, call: dict[str, Any] | None) -> None:

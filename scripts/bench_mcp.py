@@ -29,7 +29,8 @@ under load at the same time, each from its own wrk, both servers on one CPU, so 
 machine's drift weighs on both alike; it prints "on/off", the on server's calls over the off
 server's, with the quartiles of that ratio slice by slice, and the same for CPU per call.
 ``--same-build-twice`` makes both servers "off" (the measure's own spread), and
-``--on-settings NAME=VALUE,...`` changes the on server's settings, to take a cost apart.
+``--on-settings NAME=VALUE,...`` (``--off-settings``) changes the on (off) server's settings,
+to take a cost apart.
 
     .venv/bin/python scripts/bench_mcp.py                         # SQLite, 10 s per scenario, 8 and 32 connections
     .venv/bin/python scripts/bench_mcp.py --duration 5 --connections 8
@@ -471,6 +472,12 @@ def main() -> None:
         metavar="NAME=VALUE,...",
         help="with --observability: environment settings of the on server, over the defaults (to take costs apart)",
     )
+    parser.add_argument(
+        "--off-settings",
+        default="",
+        metavar="NAME=VALUE,...",
+        help="with --observability: environment settings of the off server, over the defaults",
+    )
     args = parser.parse_args()
     connection_counts = [int(count) for count in args.connections.split(",")]
     scenarios = [name for name in args.scenarios.split(",") if name]
@@ -516,14 +523,16 @@ def main() -> None:
         loud = {**env, "CODEX_METRICS": "1", "CODEX_LOG_FORMAT": "json", "CODEX_LOG_LEVEL": "INFO"}
         if args.same_build_twice:
             loud = dict(quiet)  # an A/A run: how far the measure strays when nothing differs
-        for setting in filter(None, args.on_settings.split(",")):
-            key, _, value = setting.partition("=")
-            loud[key] = value
+        for server_env, settings in ((quiet, args.off_settings), (loud, args.on_settings)):
+            for setting in filter(None, settings.split(",")):
+                key, _, value = setting.partition("=")
+                server_env[key] = value
         # Two servers writing one SQLite file would wait on each other's write lock.
         loud["CODEX_SQLITE_PATH"] = os.path.join(var, "codex-on.sqlite3")
         copy_sqlite(os.path.join(var, "codex.sqlite3"), loud["CODEX_SQLITE_PATH"])
         log = open(os.path.join(var, "observability-on.log"), "wb")  # noqa: SIM115 (closed by exit)
-        off = Uvicorn(["codex_site.asgi:application"], workers=args.workers, cpu=server_cpu, env=quiet)
+        off_log = open(os.path.join(var, "observability-off.log"), "wb")  # noqa: SIM115 (closed by exit)
+        off = Uvicorn(["codex_site.asgi:application"], workers=args.workers, cpu=server_cpu, env=quiet, stderr=off_log)
         on = Uvicorn(["codex_site.asgi:application"], workers=args.workers, cpu=server_cpu, env=loud, stderr=log)
         try:
             compare_observability(off, on, wrk, args, scenarios, connection_counts, token, get_file, wrk_cpu)

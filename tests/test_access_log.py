@@ -8,12 +8,16 @@ import json
 import logging
 import logging.handlers
 import os
+import subprocess
+import sys
 from datetime import datetime
 
+from django.conf import settings
 from django.test import SimpleTestCase
 
 from codex_site.logfilters import ClientMistakesAreWarnings
 from codex_site.logs import CodexJsonFormatter, NoDebugFrom
+from common import access_log
 from common.access_log import access_logged, direct_handler, line_of
 from mcp_endpoint.calls import ToolCall
 
@@ -33,6 +37,14 @@ def serve(app, scope: dict) -> list[dict]:
 
     asyncio.run(app(scope, receive, send))
     return sent
+
+
+async def receive_nothing() -> dict:
+    return {"type": "http.request", "body": b"", "more_body": False}
+
+
+async def send_nowhere(message: dict) -> None:
+    pass
 
 
 def answering(status: int, calls: int = 0):
@@ -119,7 +131,57 @@ class DirectWriteTests(SimpleTestCase):
         self.logger.setLevel(level)
 
     def lines(self) -> list[dict]:
+        access_log.flush()
         return [json.loads(line) for line in self.stream.getvalue().splitlines()]
+
+    def test_lines_of_one_event_loop_are_written_together_and_none_is_lost(self) -> None:
+        def written() -> int:
+            return len(self.stream.getvalue().splitlines())
+
+        async def requests(count: int, *, wait: bool) -> None:
+            before = written()
+            app = access_logged(answering(200, calls=1))
+            for _ in range(count):
+                await app(http_scope(), receive_nothing, send_nowhere)
+            if wait:
+                # Made, not written yet: they wait for more lines or for the timer.
+                self.assertEqual(written(), before)
+                # The timer was set before this sleep, with an earlier deadline: it has fired.
+                await asyncio.sleep(access_log.FLUSH_SECONDS * 1.5)
+                self.assertEqual(written(), before + count)
+
+        asyncio.run(requests(3, wait=True))
+        # A full batch is written at once.
+        asyncio.run(requests(access_log.BATCH_LINES, wait=False))
+        self.assertEqual(written(), 3 + access_log.BATCH_LINES)
+        # Outside an event loop a line is written at once.
+        access_log._write(http_scope(), 204, 0.001, None)
+        self.assertEqual(json.loads(self.stream.getvalue().splitlines()[-1])["status"], 204)
+        self.assertEqual(len(self.lines()), 3 + access_log.BATCH_LINES + 1)
+
+    def test_lines_still_waiting_are_written_when_the_process_exits(self) -> None:
+        # The event loop ends right after the request, before the timer: only the exit writes it.
+        script = (
+            "import asyncio, logging, sys\n"
+            "from codex_site.logs import CodexJsonFormatter\n"
+            "from common.access_log import access_logged\n"
+            "handler = logging.StreamHandler(sys.stdout)\n"
+            "handler.setFormatter(CodexJsonFormatter())\n"
+            "logging.basicConfig(level=logging.INFO, handlers=[handler])\n"
+            "async def answer(scope, receive, send):\n"
+            "    await send({'type': 'http.response.start', 'status': 201, 'headers': []})\n"
+            "    await send({'type': 'http.response.body', 'body': b''})\n"
+            "async def nothing():\n"
+            "    return {'type': 'http.request'}\n"
+            "async def nowhere(message):\n"
+            "    pass\n"
+            "scope = {'type': 'http', 'method': 'GET', 'path': '/x', 'query_string': b'', 'client': None}\n"
+            "asyncio.run(access_logged(answer)(scope, nothing, nowhere))\n"
+        )
+        done = subprocess.run([sys.executable, "-c", script], cwd=settings.BASE_DIR, capture_output=True, text=True)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        (line,) = [json.loads(text) for text in done.stdout.splitlines()]
+        self.assertEqual((line["logger"], line["path"], line["status"]), ("codex.access", "/x", 201))
 
     def test_the_direct_line_is_the_line_the_formatter_makes_of_the_record(self) -> None:
         self.assertIs(direct_handler(), self.handler)
