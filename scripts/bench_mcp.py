@@ -20,7 +20,10 @@ project is run right after a slice of the anchor of the same length; "vs no-op" 
 project's calls over the anchor's calls in those paired slices, and p50/p99 are the
 medians over the slices. "cpu/call" is the server's CPU time (user + system, every
 worker) per call, which idle time and a slower client do not change; "cpu vs no-op" is
-the anchor's CPU per call over the project's.
+the anchor's CPU per call over the project's. On a PostgreSQL server this machine runs
+(its ``data_directory`` readable), "db cpu/call" is that server's CPU time (every process of
+its postmaster) per call: the backend's share, which on a shared machine competes for the
+same cores.
 
 ``--observability`` runs the project twice, same build, each server on its own copy of the
 SQLite database: with metrics and JSON logs off (``CODEX_METRICS=0``, plain logs at WARNING)
@@ -197,12 +200,43 @@ def run_wrk(
     return figures
 
 
+# The local PostgreSQL server's postmaster, once found (``database_server_pid``).
+DATABASE_PID: int | None = None
+
+
 def measure(server: Uvicorn, wrk: str, scenario: str, **options) -> dict[str, float]:
-    """One wrk run against ``server``, with the server's CPU seconds per call."""
+    """One wrk run against ``server``, with the server's (and the database server's) CPU seconds per call."""
     before = server.cpu()
+    database_before = tree_cpu_seconds(DATABASE_PID) if DATABASE_PID else 0.0
     figures = run_wrk(wrk, server.url, scenario, **options)
     figures["cpu_per_call"] = (server.cpu() - before) / max(figures["requests"], 1)
+    if DATABASE_PID:
+        figures["db_cpu_per_call"] = (tree_cpu_seconds(DATABASE_PID) - database_before) / max(figures["requests"], 1)
     return figures
+
+
+def database_server_pid() -> int | None:
+    """The postmaster of the PostgreSQL server the project uses, where this machine runs it
+    and the bench's role may read its ``data_directory``; None otherwise (and for SQLite,
+    which works inside the project's own process)."""
+    from django.db import DatabaseError, connections
+
+    connection = connections["default"]
+    if connection.vendor != "postgresql":
+        return None
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT current_setting('data_directory')")
+            data_directory = cursor.fetchone()[0]
+        return int(Path(data_directory, "postmaster.pid").read_text().split()[0])
+    except (DatabaseError, OSError, ValueError, IndexError):
+        return None
+    finally:
+        connections.close_all()
+
+
+def database_column(figures: dict[str, float]) -> str:
+    return f" {figures['db_cpu_per_call'] * 1000:9.2f}ms" if "db_cpu_per_call" in figures else ""
 
 
 def paired(slices: list[tuple[dict[str, float], dict[str, float]]]) -> dict[str, float]:
@@ -221,6 +255,7 @@ def paired(slices: list[tuple[dict[str, float], dict[str, float]]]) -> dict[str,
 
     for run in anchors + projects:
         run["cpu_per_call_total"] = run["cpu_per_call"] * run["requests"]
+        run["db_cpu_total"] = run.get("db_cpu_per_call", 0.0) * run["requests"]
     return {
         "rate": total(projects, "requests") / (total(projects, "duration_us") / 1e6),
         "anchor_rate": total(anchors, "requests") / (total(anchors, "duration_us") / 1e6),
@@ -229,7 +264,11 @@ def paired(slices: list[tuple[dict[str, float], dict[str, float]]]) -> dict[str,
         "errors": total(projects, "errors") + total(projects, "socket_errors"),
         "cpu_per_call": cpu_per_call(projects),
         "anchor_cpu_per_call": cpu_per_call(anchors),
-    }
+    } | (
+        {"db_cpu_per_call": total(projects, "db_cpu_total") / max(total(projects, "requests"), 1)}
+        if all("db_cpu_per_call" in run for run in projects)
+        else {}
+    )
 
 
 def setup_database(env: dict[str, str], *, densities: bool) -> tuple[str, list[str], list[str], str]:
@@ -503,6 +542,8 @@ def main() -> None:
         CODEX_TOOL_CALLS_PER_MINUTE=os.environ.get("CODEX_TOOL_CALLS_PER_MINUTE", "1000000000"),
     )
     token, get_ids, update_ids, density_token = setup_database(env, densities=bool(set(scenarios) & set(QUERIES)))
+    global DATABASE_PID
+    DATABASE_PID = database_server_pid()
     get_file = os.path.join(var, "get-ids.txt")
     update_file = os.path.join(var, "update-ids.txt")
     Path(get_file).write_text("".join(f"{i} 1\n" for i in get_ids))
@@ -563,6 +604,7 @@ def main() -> None:
         print(
             f"{'scenario':<28} {'conns':>5} {'calls/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'no-op/s':>9} "
             f"{'vs no-op':>9} {'cpu/call':>9} {'cpu vs no-op':>13} {'errors':>7}"
+            + (f" {'db cpu/call':>11}" if DATABASE_PID else "")
         )
         slice_seconds = max(1, round(args.duration / args.rounds))
         for connections in connection_counts:
@@ -588,7 +630,8 @@ def main() -> None:
                     f"{LABELS[scenario]:<28} {connections:>5} {figures['rate']:9.1f} {figures['p50_us'] / 1000:8.1f} "
                     f"{figures['p99_us'] / 1000:8.1f} {figures['anchor_rate']:9.1f} "
                     f"{figures['rate'] / figures['anchor_rate']:9.3f} {figures['cpu_per_call'] * 1000:7.2f}ms "
-                    f"{figures['anchor_cpu_per_call'] / figures['cpu_per_call']:13.3f} {figures['errors']:7.0f}",
+                    f"{figures['anchor_cpu_per_call'] / figures['cpu_per_call']:13.3f} {figures['errors']:7.0f}"
+                    + database_column(figures),
                     flush=True,
                 )
         print()

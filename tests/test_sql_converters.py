@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from notebook import selectors, services
 from notebook.models import Codex, Entry, EntryRevision, EntryTag, RequestKey
-from notebook.sql import converters, driver
+from notebook.sql import converters, driver, pg_cursor
 from notebook.sql.converters import ModelColumns, preparer
 from notebook.validation import parse_entry_input
 
@@ -315,26 +315,51 @@ class DirectStatementTest(TestCase):
             with self.assertRaises(TransactionManagementError):
                 driver.run(connection, self.sql, [self.codex.pk], driver.fetchone)
 
-    def test_the_cursor_is_closed_so_no_read_stays_open(self) -> None:
-        # A SELECT left unfinished would keep its read transaction (and snapshot) open.
+    def test_no_read_stays_open(self) -> None:
+        # A SELECT left unfinished would keep its read transaction (and snapshot) open. SQLite's
+        # cursor is closed after its statement; psycopg's kept cursor has read the whole result.
         if connection.vendor == "postgresql":
-            import psycopg
+            from psycopg import pq
 
-            closed = []
-
-            class TrackedCursor(psycopg.Cursor):
-                def close(self) -> None:
-                    super().close()
-                    closed.append(self.closed)
-
-            with mock.patch("psycopg.Cursor", TrackedCursor):
-                self.assertEqual(driver.run(connection, "SELECT 1 UNION ALL SELECT 2", [], driver.fetchone), (1,))
-            self.assertEqual(closed, [True])
+            self.assertEqual(driver.run(connection, "SELECT 1 UNION ALL SELECT 2", [], driver.fetchone), (1,))
+            pgconn = connection.connection.pgconn
+            self.assertNotEqual(pgconn.transaction_status, pq.TransactionStatus.ACTIVE)  # no statement running
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT count(*) FROM pg_cursors")
+                self.assertEqual(cursor.fetchone(), (0,))  # no portal left open
             return
         raw = connection.connection
         with mock.patch.object(connection, "connection", SimpleNamespace(cursor=lambda: Tracked(raw))):
             driver.run(connection, "SELECT 1 UNION ALL SELECT 2", [], driver.fetchone)
         self.assertTrue(Tracked.last.closed)
+
+    @skipUnless(connection.vendor == "postgresql", "the kept cursor is psycopg's")
+    def test_one_psycopg_cursor_serves_a_connection_until_it_is_replaced(self) -> None:
+        import psycopg
+
+        made = []
+
+        class TrackedCursor(psycopg.Cursor):
+            def __init__(self, *args, **kwargs) -> None:
+                super().__init__(*args, **kwargs)
+                made.append(self)
+
+        with mock.patch("psycopg.Cursor", TrackedCursor):
+            setattr(connection, pg_cursor._KEPT, None)
+            for _ in range(3):
+                self.assertEqual(driver.run(connection, self.sql, [self.codex.pk], driver.fetchone), (0,))
+            self.assertEqual(len(made), 1)
+            # A failed statement leaves the cursor usable, and each answer is its own statement's.
+            with self.assertRaises(DatabaseError), transaction.atomic():
+                driver.run(connection, "SELECT no_such_column FROM notebook_codex", [], driver.fetchall)
+            self.assertEqual(driver.run(connection, "SELECT %s, 2", ["a"], driver.fetchall), [("a", 2)])
+            self.assertEqual(driver.run(connection, self.sql, [self.codex.pk + 10**6], driver.fetchone), None)
+            self.assertEqual(len(made), 1)
+            # A cursor kept for another psycopg connection (before a reconnect) is not used.
+            setattr(connection, pg_cursor._KEPT, (object(), connection.timezone, made[0]))
+            self.assertEqual(driver.run(connection, self.sql, [self.codex.pk], driver.fetchone), (0,))
+            self.assertEqual(len(made), 2)
+        self.assertIs(made[1].connection, connection.connection)
 
     @skipUnless(connection.vendor == "postgresql", "prepared statements are PostgreSQL's")
     def test_a_statement_run_often_is_prepared_unless_watched_or_told_not_to(self) -> None:

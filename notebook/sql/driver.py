@@ -18,20 +18,23 @@ def _driver_sql(sql: str) -> str:
     return FORMAT_QMARK_REGEX.sub("?", sql).replace("%%", "%")
 
 
-def _sqlite_cursor(connection: BaseDatabaseWrapper, sql: str) -> tuple[Any, str] | None:
-    return connection.connection.cursor(), _driver_sql(sql)
+def _sqlite_cursor(connection: BaseDatabaseWrapper, sql: str) -> tuple[Any, str, bool] | None:
+    # A fresh cursor, closed after its statement: an unfinished SELECT would keep SQLite's
+    # read transaction (and its snapshot) open.
+    return connection.connection.cursor(), _driver_sql(sql), True
 
 
-def _postgresql_cursor(connection: BaseDatabaseWrapper, sql: str) -> tuple[Any, str] | None:
+def _postgresql_cursor(connection: BaseDatabaseWrapper, sql: str) -> tuple[Any, str, bool] | None:
     from notebook.sql import pg_cursor
 
+    # The connection's kept cursor, left open (``pg_cursor.cursor`` says why that is safe).
     opened = pg_cursor.cursor(connection)
-    return None if opened is None else (opened, sql)
+    return None if opened is None else (opened, sql, False)
 
 
-# The vendors whose statements may go straight to the driver: the driver's cursor, and the
-# statement in its parameter style.
-_DIRECT: dict[str, Callable[[BaseDatabaseWrapper, str], tuple[Any, str] | None]] = {
+# The vendors whose statements may go straight to the driver: the driver's cursor, the
+# statement in its parameter style, and whether to close the cursor after the statement.
+_DIRECT: dict[str, Callable[[BaseDatabaseWrapper, str], tuple[Any, str, bool] | None]] = {
     "sqlite": _sqlite_cursor,
     "postgresql": _postgresql_cursor,
 }
@@ -68,7 +71,7 @@ def run(
         with connection.wrap_database_errors:
             opened = direct(connection, sql)
             if opened is not None:
-                cursor, driver_sql = opened
+                cursor, driver_sql, close = opened
                 try:
                     if prepare or connection.vendor != "postgresql":
                         cursor.execute(driver_sql, params)
@@ -76,7 +79,8 @@ def run(
                         cursor.execute(driver_sql, params, prepare=False)
                     return result(cursor)
                 finally:
-                    cursor.close()
+                    if close:
+                        cursor.close()
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return result(cursor)

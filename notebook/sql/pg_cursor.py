@@ -38,14 +38,32 @@ def tz_loader(timezone: dt.tzinfo) -> type[_TzLoader]:
     return type("TzLoader", (_TzLoader,), {"timezone": timezone})
 
 
+# Where a Django connection keeps its psycopg cursor: (the psycopg connection, the time zone
+# its loader loads in, the cursor). An attribute of our own on Django's wrapper, which is the
+# thread's (Django's connections are per thread), so the cursor is never shared by threads.
+_KEPT = "_codex_psycopg_cursor"
+
+
 def cursor(connection: BaseDatabaseWrapper) -> psycopg.Cursor | None:
     """A cursor of the connection, or None (Django's cursor then) where the connection's time
     zone loader is not the one Django's cursor would use (Django then registers another on its
-    cursor: a database ``TIME_ZONE`` changed after connecting)."""
+    cursor: a database ``TIME_ZONE`` changed after connecting).
+
+    One cursor per psycopg connection and time zone, kept open on the Django connection and
+    used for every statement: making a cursor and registering its loader cost more than a
+    prepared key lookup's own work in psycopg. Reusing it is safe because psycopg's client
+    cursor reads a statement's whole result at ``execute`` (no portal or read transaction
+    stays open after it), and ``execute`` replaces the last result; a new psycopg connection
+    (a reconnect, the pool's next one) or time zone gets a new cursor.
+    """
     raw = connection.connection
     timezone = connection.timezone
     if raw.adapters.get_loader(TIMESTAMPTZ_OID, Format.TEXT).timezone != timezone:
         return None
+    kept = getattr(connection, _KEPT, None)
+    if kept is not None and kept[0] is raw and kept[1] is timezone and not kept[2].closed:
+        return kept[2]
     opened = psycopg.Cursor(raw)
     opened.adapters.register_loader(TIMESTAMPTZ_OID, tz_loader(timezone))
+    setattr(connection, _KEPT, (raw, timezone, opened))
     return opened
