@@ -60,8 +60,12 @@ def run(
     is): PostgreSQL may settle on one generic plan for a prepared statement.
     """
     direct = _DIRECT.get(connection.vendor)
-    if direct is not None and not _watched(connection):
-        _check(connection)
+    if direct is not None and not (connection.execute_wrappers or connection.queries_logged):
+        connection.close_if_health_check_failed()
+        if connection.connection is None:
+            connection.ensure_connection()
+        connection.validate_thread_sharing()
+        connection.validate_no_broken_transaction()
         with connection.wrap_database_errors:
             opened = direct(connection, sql)
             if opened is not None:
@@ -79,12 +83,28 @@ def run(
         return result(cursor)
 
 
+def fetchone(cursor: Any) -> Any:
+    return cursor.fetchone()
+
+
+def fetchall(cursor: Any) -> list[Any]:
+    return cursor.fetchall()
+
+
+def rowcount(cursor: Any) -> int:
+    return cursor.rowcount
+
+
+def nothing(cursor: Any) -> None:
+    return None
+
+
 def _watched(connection: BaseDatabaseWrapper) -> bool:
     return bool(connection.execute_wrappers or connection.queries_logged)
 
 
 def _check(connection: BaseDatabaseWrapper) -> None:
-    """The checks Django's cursor makes before a statement."""
+    """The checks Django's cursor makes before a statement (as ``run`` makes them)."""
     connection.close_if_health_check_failed()
     if connection.connection is None:
         connection.ensure_connection()
@@ -117,19 +137,3 @@ def sqlite_statements(connection: BaseDatabaseWrapper) -> Iterator[Callable[[str
             yield execute
         finally:
             cursor.close()
-
-
-def fetchone(cursor: Any) -> Any:
-    return cursor.fetchone()
-
-
-def fetchall(cursor: Any) -> list[Any]:
-    return cursor.fetchall()
-
-
-def rowcount(cursor: Any) -> int:
-    return cursor.rowcount
-
-
-def nothing(cursor: Any) -> None:
-    return None
