@@ -21,10 +21,10 @@ from notebook import orm
 from notebook.models import Entry, EntryRelatedAgent, EntryRevision, EntryTag, RequestKey
 from notebook.sql.converters import new_instance
 from notebook.sql.search import SearchStatements
+from notebook.sql.sqlite_saves import PreparedSave
 from notebook.sql.statements import Insert, KeyedRead, UpdateRow
 from notebook.sql.usage import ChargeUsage
 from notebook.sql.writes import SaveEntry, Updated, UpdateEntry
-from notebook.sqlite.saves import PreparedSave
 
 # Entry.objects.filter(codex_id=..., pk=...).first(), with and without FOR UPDATE.
 _ENTRY_BY_ID = KeyedRead(Entry, ("codex_id", "id"))
@@ -100,7 +100,7 @@ def prepared_save(
     ``charge`` (``quotas.bounds``), as a call to make inside the save's write transaction:
     it charges, then writes, and returns the entry's write number, or None if the charge
     was refused (nothing written). On SQLite's fast path every statement and parameter is
-    prepared here, before the write queue (``notebook.sqlite.saves``)."""
+    prepared here, before the write queue (``notebook.sql.sqlite_saves``)."""
     if fast() and connections[router.db_for_write(Entry)].vendor == "sqlite":
         return PreparedSave(entry, rows, charge=charge, inserts=_INSERT, charge_statement=_CHARGE)
 

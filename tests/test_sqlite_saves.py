@@ -1,5 +1,5 @@
 """A save on SQLite's fast path: its statements prepared before the write queue and sent
-back to back in it (notebook.sqlite.saves)."""
+back to back in it (notebook.sql.sqlite_saves)."""
 
 import threading
 import unittest
