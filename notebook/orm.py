@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import BigIntegerField, Exists, F, Model, OuterRef, Q, QuerySet, Value
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast, StrIndex, Substr
@@ -23,6 +23,8 @@ from notebook.prefilters import (
     LIKE,
     NEVER_READ,
     ON_THE_ROW,
+    PG_BITMAP_ONLY,
+    PG_BITMAP_ONLY_SET,
     SEARCH_COLUMNS,
     SQLITE_TRIGRAM_MATCH,
     SQLITE_TRIGRAM_MATCH_AFTER,
@@ -134,12 +136,32 @@ def candidates(
     return found.defer(*deferred).annotate(excerpt=Substr("content", 1, EXCERPT_CHARS)), order
 
 
-def search_candidates(codex_id: int, *, limit: int, **filters: Any) -> list[Entry]:
+def search_candidates(codex_id: int, *, limit: int, bitmap_only: bool = False, **filters: Any) -> list[Entry]:
     """``notebook.sql.search.SearchStatements.candidates`` as a queryset: the first ``limit``
     entries of the codex in id order after ``after``, up to ``upto``, with ``tag``, ``agent``
-    and a revision written by ``written_by``, narrowed by ``query`` as ``prefilter`` says."""
+    and a revision written by ``written_by``, narrowed by ``query`` as ``prefilter`` says;
+    ``bitmap_only`` (PostgreSQL): planned with ``prefilters.PG_BITMAP_ONLY``."""
     found, order = candidates(codex_id, **filters)
-    return list(found.order_by(order)[:limit])
+    if not bitmap_only:
+        return list(found.order_by(order)[:limit])
+    # set_config(..., true) lasts to the end of the transaction: our own ends here, but a
+    # caller's goes on, so then the old values are put back (an error rolls the savepoint
+    # back, and them with it).
+    nested = connection.in_atomic_block
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(_PLANNER_SAVE_AND_SET)
+        saved = cursor.fetchone()[: len(PG_BITMAP_ONLY)]
+        rows = list(found.order_by(order)[:limit])
+        if nested:
+            cursor.execute(_PLANNER_RESTORE, saved)
+    return rows
+
+
+# ``PG_BITMAP_ONLY_SET``, selecting the old values first, for ``_PLANNER_RESTORE``.
+_PLANNER_SAVE_AND_SET = PG_BITMAP_ONLY_SET.replace(
+    "SELECT ", "SELECT " + "".join(f"current_setting('{name}'), " for name in PG_BITMAP_ONLY), 1
+)
+_PLANNER_RESTORE = "SELECT " + ", ".join(f"set_config('{name}', %s, true)" for name in PG_BITMAP_ONLY)
 
 
 def search_window_end(

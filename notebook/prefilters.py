@@ -27,6 +27,17 @@ def tested_on_the_row(vendor: str, prefilter: str | None) -> bool:
     return vendor == "postgresql" and prefilter == TRIGRAM
 
 
+# PostgreSQL's trigram step runs with these planner settings, for its one statement: no index
+# scan (the id-order walk, which the planner, judging a word by the whole table, would pick
+# for a word common in other codexes but rare in this one), no sequential scan and no
+# parallel workers (their start-up costs more than a few matches), leaving bitmap scans of
+# the per-codex trigram indexes (``selectors._indexed_candidates``).
+PG_BITMAP_ONLY = {"enable_indexscan": "off", "enable_seqscan": "off", "max_parallel_workers_per_gather": "0"}
+# The settings made local to the transaction, as ``SET LOCAL`` makes them.
+PG_BITMAP_ONLY_SET = "SELECT " + ", ".join(
+    f"set_config('{name}', '{value}', true)" for name, value in PG_BITMAP_ONLY.items()
+)
+
 # SQLite: the ids of entries that hold a normalized query, by the FTS5 trigram table
 # (migration 0002), whose row matches the query as a phrase, and among the fewer than 32
 # entries still waiting for their batch (migration 0007), by INSTR. Its parameters:

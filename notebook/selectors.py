@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.core import signing
-from django.db import connections, router, transaction
+from django.db import connections, router
 from django.db.models import Count, F, Q, QuerySet
 
 from notebook import orm, search_plan, store
@@ -23,15 +23,6 @@ NOT_FOUND_MESSAGE = "no entry with this id exists in your codex"
 
 # Trigram indexes (migration 0002) serve queries of at least this many characters.
 TRIGRAM_MIN_CHARS = 3
-# For one statement: no index scan (the id-order walk), no sequential scan and no parallel
-# workers (their start-up costs more than a few matches), leaving bitmap scans of the
-# per-codex trigram indexes. Selects the old values, for _PLANNER_RESTORE.
-_PLANNER_SETTINGS = {"enable_indexscan": "off", "enable_seqscan": "off", "max_parallel_workers_per_gather": "0"}
-_PLANNER_BITMAP_ONLY = "SELECT " + ", ".join(
-    [f"current_setting('{name}')" for name in _PLANNER_SETTINGS]
-    + [f"set_config('{name}', '{value}', true)" for name, value in _PLANNER_SETTINGS.items()]
-)
-_PLANNER_RESTORE = "SELECT " + ", ".join(f"set_config('{name}', %s, true)" for name in _PLANNER_SETTINGS)
 _CURSOR_SALT = "notebook.search.cursor.v1"
 _BAD_CURSOR = (
     "cursor is not valid for this search: it was altered, comes from another codex, "
@@ -209,21 +200,12 @@ def _window_end(codex: Codex, params: SearchParams, after: uuid.UUID | None, ent
 
 
 def _indexed_candidates(codex: Codex, filters: dict[str, Any], after: uuid.UUID, count: int) -> list[Entry]:
-    """The first ``count`` candidates after ``after`` by the trigram index alone."""
-    alias = router.db_for_read(Entry)
-    if connections[alias].vendor != "postgresql":
-        return store.search_candidates(codex.pk, **filters, after=after, prefilter=TRIGRAM, limit=count)
-    # set_config(..., true) lasts to the end of the transaction: our own ends here, but a
-    # caller's goes on, so then the old values are put back (an error rolls the
-    # savepoint back, and them with it).
-    nested = connections[alias].in_atomic_block
-    with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
-        cursor.execute(_PLANNER_BITMAP_ONLY)
-        saved = cursor.fetchone()[: len(_PLANNER_SETTINGS)]
-        rows = store.search_candidates(codex.pk, **filters, after=after, prefilter=TRIGRAM, limit=count)
-        if nested:
-            cursor.execute(_PLANNER_RESTORE, saved)
-    return rows
+    """The first ``count`` candidates after ``after`` by the trigram index alone (on
+    PostgreSQL with the planner left nothing but its bitmap: ``prefilters.PG_BITMAP_ONLY``)."""
+    bitmap_only = connections[router.db_for_read(Entry)].vendor == "postgresql"
+    return store.search_candidates(
+        codex.pk, **filters, after=after, prefilter=TRIGRAM, limit=count, bitmap_only=bitmap_only
+    )
 
 
 _ID_SPACE = 2**128

@@ -44,7 +44,7 @@ _DIRECT: dict[str, Callable[[BaseDatabaseWrapper, str], tuple[Any, str, bool] | 
 def run(
     connection: BaseDatabaseWrapper,
     sql: str,
-    params: Sequence[Any],
+    params: Sequence[Any] | None,
     result: Callable[[Any], T],
     *,
     prepare: bool = True,
@@ -61,6 +61,10 @@ def run(
     often enough is prepared (``prepare_threshold``: docs/deploy.md). ``prepare=False`` for a
     statement whose best plan depends on its values (a search's: how common the word or tag
     is): PostgreSQL may settle on one generic plan for a prepared statement.
+
+    ``params`` None: ``sql`` holds its values already (``search.bound``), and may then be
+    several statements separated by semicolons, which PostgreSQL takes in one round trip (the
+    simple query protocol; ``result`` reads their results in turn with ``nextset``).
     """
     direct = _DIRECT.get(connection.vendor)
     if direct is not None and not (connection.execute_wrappers or connection.queries_logged):

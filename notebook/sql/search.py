@@ -34,6 +34,7 @@ from notebook.prefilters import (
     LIKE,
     NEVER_READ,
     ON_THE_ROW,
+    PG_BITMAP_ONLY_SET,
     SEARCH_COLUMNS,
     SQLITE_TRIGRAM_MATCH,
     SQLITE_TRIGRAM_MATCH_AFTER,
@@ -252,12 +253,15 @@ class SearchStatements(PerDatabase):
         query: str = "",
         prefilter: str | None = None,
         search_columns: bool = False,
+        bitmap_only: bool = False,
     ) -> list[Entry]:
         """The first ``limit`` entries of the codex in id order (after ``after``, up to and
         including ``upto``) that have ``tag``, ``agent`` and a revision written by the
         application ``written_by`` (each when given), narrowed by the normalized ``query``
         as ``prefilter`` says (LIKE or TRIGRAM; None: not at all). As the queryset
-        ``Entry.objects.filter(...).defer(...).annotate(excerpt=...)`` made them."""
+        ``Entry.objects.filter(...).defer(...).annotate(excerpt=...)`` made them.
+        ``bitmap_only`` (PostgreSQL): planned with ``prefilters.PG_BITMAP_ONLY``, in the same
+        round trip (``_bitmap_only``)."""
         alias = router.db_for_read(Entry)
         database = self.built(alias)
         connection = connections[alias]
@@ -282,7 +286,10 @@ class SearchStatements(PerDatabase):
             if database.vendor == "sqlite":
                 values["trigram"] = sqlite_trigram_params(query, values.get("after"))
         params = self._params(database, names, values)
-        found = run(connection, f"{sql} LIMIT {int(limit)}", params, fetchall, prepare=False)
+        if bitmap_only:
+            found = _bitmap_only(connection, f"{sql} LIMIT {int(limit)}", params)
+        else:
+            found = run(connection, f"{sql} LIMIT {int(limit)}", params, fetchall, prepare=False)
         return _entries(found, columns, database, connection)
 
     def window_end(
@@ -348,6 +355,48 @@ class SearchStatements(PerDatabase):
             else:
                 params.append(values[name])
         return params
+
+
+# Where the planner settings of ``_bitmap_only`` are undone inside a caller's transaction.
+_SAVEPOINT = "notebook_bitmap_only"
+
+
+def bound(connection: BaseDatabaseWrapper, sql: str, params: Sequence[Any]) -> str:
+    """``sql`` with its parameters written in as literals, as psycopg's client-side binding
+    writes them (Django's own cursors bind so), for ``run`` with no parameters."""
+    import psycopg
+
+    connection.ensure_connection()
+    return psycopg.ClientCursor(connection.connection).mogrify(sql, params)
+
+
+def _bitmap_only(connection: BaseDatabaseWrapper, sql: str, params: Sequence[Any]) -> list[Any]:
+    """The rows of the PostgreSQL statement ``sql`` planned with ``PG_BITMAP_ONLY``: the
+    settings, the statement and (inside a transaction, which would keep them) their undoing,
+    sent as one simple query, one round trip instead of four (BEGIN, the settings, the
+    statement, COMMIT). Outside a transaction, PostgreSQL runs the statements of one simple
+    query in a transaction of their own, where ``set_config(..., true)`` holds until its end,
+    as ``SET LOCAL`` would; inside one, rolling back to a savepoint undoes the settings and
+    nothing else (the statements only read)."""
+    statement = bound(connection, sql, params)
+    if not connection.in_atomic_block and connection.get_autocommit():
+        return run(connection, f"{PG_BITMAP_ONLY_SET}; {statement}", None, _second_result)
+    script = (
+        f"SAVEPOINT {_SAVEPOINT}; {PG_BITMAP_ONLY_SET}; {statement};"
+        f" ROLLBACK TO SAVEPOINT {_SAVEPOINT}; RELEASE SAVEPOINT {_SAVEPOINT}"
+    )
+    return run(connection, script, None, _third_result)
+
+
+def _second_result(cursor: Any) -> list[Any]:
+    cursor.nextset()
+    return cursor.fetchall()
+
+
+def _third_result(cursor: Any) -> list[Any]:
+    cursor.nextset()
+    cursor.nextset()
+    return cursor.fetchall()
 
 
 def _entries(
