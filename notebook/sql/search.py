@@ -34,6 +34,7 @@ from notebook.prefilters import (
     LIKE,
     NEVER_READ,
     ON_THE_ROW,
+    PG_BITMAP_ONLY,
     PG_BITMAP_ONLY_SET,
     SEARCH_COLUMNS,
     SQLITE_TRIGRAM_MATCH,
@@ -357,8 +358,15 @@ class SearchStatements(PerDatabase):
         return params
 
 
-# Where the planner settings of ``_bitmap_only`` are undone inside a caller's transaction.
-_SAVEPOINT = "notebook_bitmap_only"
+# ``PG_BITMAP_ONLY_SET`` between the saving of the old values (in placeholder settings of the
+# transaction) and their restoring: the settings last to the end of the transaction, and a
+# caller's may go on.
+_SAVE_PLANNER = "SELECT " + ", ".join(
+    f"set_config('notebook.saved_{name}', current_setting('{name}'), true)" for name in PG_BITMAP_ONLY
+)
+_RESTORE_PLANNER = "SELECT " + ", ".join(
+    f"set_config('{name}', current_setting('notebook.saved_{name}'), true)" for name in PG_BITMAP_ONLY
+)
 
 
 def bound(connection: BaseDatabaseWrapper, sql: str, params: Sequence[Any]) -> str:
@@ -371,26 +379,15 @@ def bound(connection: BaseDatabaseWrapper, sql: str, params: Sequence[Any]) -> s
 
 
 def _bitmap_only(connection: BaseDatabaseWrapper, sql: str, params: Sequence[Any]) -> list[Any]:
-    """The rows of the PostgreSQL statement ``sql`` planned with ``PG_BITMAP_ONLY``: the
-    settings, the statement and (inside a transaction, which would keep them) their undoing,
-    sent as one simple query, one round trip instead of four (BEGIN, the settings, the
-    statement, COMMIT). Outside a transaction, PostgreSQL runs the statements of one simple
-    query in a transaction of their own, where ``set_config(..., true)`` holds until its end,
-    as ``SET LOCAL`` would; inside one, rolling back to a savepoint undoes the settings and
-    nothing else (the statements only read)."""
-    statement = bound(connection, sql, params)
-    if not connection.in_atomic_block and connection.get_autocommit():
-        return run(connection, f"{PG_BITMAP_ONLY_SET}; {statement}", None, _second_result)
-    script = (
-        f"SAVEPOINT {_SAVEPOINT}; {PG_BITMAP_ONLY_SET}; {statement};"
-        f" ROLLBACK TO SAVEPOINT {_SAVEPOINT}; RELEASE SAVEPOINT {_SAVEPOINT}"
-    )
+    """The rows of the PostgreSQL statement ``sql`` planned with ``PG_BITMAP_ONLY``: the old
+    settings saved, the new ones made, the statement, and the old ones put back, sent as one
+    simple query, so one round trip instead of four (BEGIN, the settings, the statement,
+    COMMIT). PostgreSQL runs the statements of one simple query outside a transaction in a
+    transaction of their own, where ``set_config(..., true)`` holds to its end as ``SET LOCAL``
+    would; inside a caller's transaction the restoring undoes them. (Not a savepoint rolled
+    back to: psycopg drops its prepared statements on any ROLLBACK.)"""
+    script = f"{_SAVE_PLANNER}; {PG_BITMAP_ONLY_SET}; {bound(connection, sql, params)}; {_RESTORE_PLANNER}"
     return run(connection, script, None, _third_result)
-
-
-def _second_result(cursor: Any) -> list[Any]:
-    cursor.nextset()
-    return cursor.fetchall()
 
 
 def _third_result(cursor: Any) -> list[Any]:
