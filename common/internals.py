@@ -67,6 +67,15 @@ REGISTER: tuple[Internal, ...] = (
         "a psycopg cursor of our own, used only where Django's create_cursor would not register another "
         "time zone loader on its cursor, loads timestamps as Django's loader does, over psycopg's C loader",
     ),
+    Internal(
+        DJANGO,
+        "BaseDatabaseWrapper.connection (the psycopg connection under Django's wrapper), for psycopg's "
+        "ClientCursor.mogrify; CursorWrapper passing the DB-API's nextset through to psycopg's cursor",
+        ("notebook/sql/search.py",),
+        "ClientCursor(connection.connection)",
+        "PostgreSQL's trigram step sends its planner settings and statement as one simple query, "
+        "its values written in as Django's client-side binding writes them, and reads the statement's result",
+    ),
     # --- Django: the PostgreSQL backend's health check (codex_site.postgresql) ------------------
     Internal(
         DJANGO,
