@@ -393,6 +393,11 @@ def otlp_sink() -> str:
     return f"http://127.0.0.1:{server.server_address[1]}"
 
 
+def ratio(numerator: float, denominator: float) -> float:
+    """``numerator / denominator``, or NaN when a slice counted nothing (a stalled machine)."""
+    return numerator / denominator if denominator else float("nan")
+
+
 def summed(runs: list[dict[str, float]]) -> dict[str, float]:
     """One server's figures over its slices: calls/s and CPU per call over all of them, the
     median p99, and the errors."""
@@ -463,8 +468,8 @@ def compare_observability(off, on, wrk, args, scenarios, connection_counts, toke
             quiet, loud = summed(runs[off]), summed(runs[on])
             print(
                 f"{LABELS[scenario]:<28} {connections:>5} {quiet['rate']:9.1f} {loud['rate']:9.1f} "
-                f"{loud['rate'] / quiet['rate']:7.3f} {low:10.3f} {middle:7.3f} {high:6.3f} "
-                f"{loud['cpu_per_call'] / quiet['cpu_per_call']:11.3f} "
+                f"{ratio(loud['rate'], quiet['rate']):7.3f} {low:10.3f} {middle:7.3f} {high:6.3f} "
+                f"{ratio(loud['cpu_per_call'], quiet['cpu_per_call']):11.3f} "
                 f"{quiet['p99_us'] / 1000:8.1f} {loud['p99_us'] / 1000:8.1f} "
                 f"{quiet['errors'] + loud['errors']:7.0f}",
                 flush=True,
@@ -629,8 +634,8 @@ def main() -> None:
                 print(
                     f"{LABELS[scenario]:<28} {connections:>5} {figures['rate']:9.1f} {figures['p50_us'] / 1000:8.1f} "
                     f"{figures['p99_us'] / 1000:8.1f} {figures['anchor_rate']:9.1f} "
-                    f"{figures['rate'] / figures['anchor_rate']:9.3f} {figures['cpu_per_call'] * 1000:7.2f}ms "
-                    f"{figures['anchor_cpu_per_call'] / figures['cpu_per_call']:13.3f} {figures['errors']:7.0f}"
+                    f"{ratio(figures['rate'], figures['anchor_rate']):9.3f} {figures['cpu_per_call'] * 1000:7.2f}ms "
+                    f"{ratio(figures['anchor_cpu_per_call'], figures['cpu_per_call']):13.3f} {figures['errors']:7.0f}"
                     + database_column(figures),
                     flush=True,
                 )
