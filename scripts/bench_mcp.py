@@ -31,9 +31,10 @@ and on (``CODEX_METRICS=1``, ``CODEX_LOG_FORMAT=json``, logs at INFO, to a file)
 under load at the same time, each from its own wrk, both servers on one CPU, so that the
 machine's drift weighs on both alike; it prints "on/off", the on server's calls over the off
 server's, with the quartiles of that ratio slice by slice, and the same for CPU per call.
-``--same-build-twice`` makes both servers "off" (the measure's own spread), and
+``--same-build-twice`` makes both servers "off" (the measure's own spread),
 ``--on-settings NAME=VALUE,...`` (``--off-settings``) changes the on (off) server's settings,
-to take a cost apart.
+to take a cost apart, and ``--on-tree PATH`` runs the on server from another checkout (with
+``--same-build-twice``: two builds head to head, e.g. a branch against ``main``).
 
     .venv/bin/python scripts/bench_mcp.py                         # SQLite, 10 s per scenario, 8 and 32 connections
     .venv/bin/python scripts/bench_mcp.py --duration 5 --connections 8
@@ -118,16 +119,22 @@ def tree_pids(pid: int) -> list[int]:
     return pids
 
 
-def tree_cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process and its descendants so far, in seconds."""
-    ticks = 0
+def cpu_seconds_by_pid(pid: int) -> dict[int, float]:
+    """User + system CPU seconds of a process and each of its descendants so far, by pid."""
+    seconds = {}
     for one in tree_pids(pid):
         try:
             fields = Path(f"/proc/{one}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        ticks += int(fields[11]) + int(fields[12])  # utime and stime: fields 14 and 15 of stat(5)
-    return ticks / os.sysconf("SC_CLK_TCK")
+        # utime and stime: fields 14 and 15 of stat(5)
+        seconds[one] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return seconds
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process and its descendants so far, in seconds."""
+    return sum(cpu_seconds_by_pid(pid).values())
 
 
 def tree_rss_mib(pid: int) -> float:
@@ -147,14 +154,21 @@ class Uvicorn:
     """One uvicorn server on a free port, optionally pinned to a CPU."""
 
     def __init__(
-        self, app: list[str], *, workers: int, cpu: int | None, env: dict[str, str], stderr: Any = None
+        self,
+        app: list[str],
+        *,
+        workers: int,
+        cpu: int | None,
+        env: dict[str, str],
+        stderr: Any = None,
+        tree: Path = ROOT,
     ) -> None:
         self.port = free_port()
         command = [sys.executable, "-m", "uvicorn", *app, "--host", "127.0.0.1", "--port", str(self.port)]
         command += ["--workers", str(workers), "--log-level", "warning", "--no-access-log"]
         if cpu is not None:
             command = ["taskset", "-c", str(cpu), *command]
-        self.process = subprocess.Popen(command, cwd=ROOT, env=env, stderr=stderr)
+        self.process = subprocess.Popen(command, cwd=tree, env=env, stderr=stderr)
         deadline = time.monotonic() + 60
         while True:
             try:
@@ -207,11 +221,17 @@ DATABASE_PID: int | None = None
 def measure(server: Uvicorn, wrk: str, scenario: str, **options) -> dict[str, float]:
     """One wrk run against ``server``, with the server's (and the database server's) CPU seconds per call."""
     before = server.cpu()
-    database_before = tree_cpu_seconds(DATABASE_PID) if DATABASE_PID else 0.0
+    database_before = cpu_seconds_by_pid(DATABASE_PID) if DATABASE_PID else {}
     figures = run_wrk(wrk, server.url, scenario, **options)
     figures["cpu_per_call"] = (server.cpu() - before) / max(figures["requests"], 1)
     if DATABASE_PID:
-        figures["db_cpu_per_call"] = (tree_cpu_seconds(DATABASE_PID) - database_before) / max(figures["requests"], 1)
+        # Backends and autovacuum workers come and go: count each process's own growth (all
+        # of a new one's), so that one that ended during the slice takes nothing away.
+        spent = 0.0
+        for pid, seconds in cpu_seconds_by_pid(DATABASE_PID).items():
+            earlier = database_before.get(pid, 0.0)
+            spent += seconds - earlier if seconds >= earlier else seconds
+        figures["db_cpu_per_call"] = spent / max(figures["requests"], 1)
     return figures
 
 
@@ -517,6 +537,11 @@ def main() -> None:
         help="with --observability: environment settings of the on server, over the defaults (to take costs apart)",
     )
     parser.add_argument(
+        "--on-tree",
+        metavar="PATH",
+        help="with --observability: the on server runs the code of this checkout (two builds head to head)",
+    )
+    parser.add_argument(
         "--off-settings",
         default="",
         metavar="NAME=VALUE,...",
@@ -579,7 +604,14 @@ def main() -> None:
         log = open(os.path.join(var, "observability-on.log"), "wb")  # noqa: SIM115 (closed by exit)
         off_log = open(os.path.join(var, "observability-off.log"), "wb")  # noqa: SIM115 (closed by exit)
         off = Uvicorn(["codex_site.asgi:application"], workers=args.workers, cpu=server_cpu, env=quiet, stderr=off_log)
-        on = Uvicorn(["codex_site.asgi:application"], workers=args.workers, cpu=server_cpu, env=loud, stderr=log)
+        on = Uvicorn(
+            ["codex_site.asgi:application"],
+            workers=args.workers,
+            cpu=server_cpu,
+            env=loud,
+            stderr=log,
+            tree=Path(args.on_tree) if args.on_tree else ROOT,
+        )
         try:
             compare_observability(off, on, wrk, args, scenarios, connection_counts, token, get_file, wrk_cpu)
         finally:
