@@ -2,7 +2,6 @@
 
 import datetime as dt
 import uuid
-from typing import Any
 
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import IntegrityError
@@ -52,27 +51,6 @@ def apply_input(entry: Entry, data: EntryInput) -> None:
     entry.search_tags_text = SEARCH_TAGS_SEPARATOR.join(entry.search_tags)
 
 
-def _revision_row(entry: Entry, writer: Writer) -> dict[str, Any]:
-    """The entry's new revision as a row (with who wrote it)."""
-    return {
-        "codex_id": entry.codex_id,
-        "entry_id": entry.id,
-        "revision": entry.revision,
-        "title": entry.title,
-        "content": entry.content,
-        "tags": entry.tags,
-        "related_agent_ids": entry.related_agent_ids,
-        "provenance": entry.provenance,
-        "recorded_at": entry.updated_at,
-        **writer.columns(),
-    }
-
-
-def _index_rows(entry: Entry, values: list[str]) -> list[dict[str, Any]]:
-    """The exact index rows (tag or agent) of ``values`` for the entry."""
-    return [{"codex_id": entry.codex_id, "entry_id": entry.id, "value": value} for value in values]
-
-
 def _record(
     entry: Entry, writer: Writer, *, old_tags: list[str] | None = None, old_agents: list[str] | None = None
 ) -> None:
@@ -82,23 +60,29 @@ def _record(
     are rewritten only where they changed, and an empty list costs no statement.
     """
     # Rows nothing reads back: inserted from their values (on the fast path no model instances).
-    store.insert_rows(EntryRevision, [_revision_row(entry, writer)])
+    store.insert_rows(
+        EntryRevision,
+        [
+            {
+                "codex_id": entry.codex_id,
+                "entry_id": entry.id,
+                "revision": entry.revision,
+                "title": entry.title,
+                "content": entry.content,
+                "tags": entry.tags,
+                "related_agent_ids": entry.related_agent_ids,
+                "provenance": entry.provenance,
+                "recorded_at": entry.updated_at,
+                **writer.columns(),
+            }
+        ],
+    )
     for model, old, new in ((EntryTag, old_tags, entry.tags), (EntryRelatedAgent, old_agents, entry.related_agent_ids)):
         if old == new:
             continue
         if old:
             model.objects.filter(codex_id=entry.codex_id, entry=entry).delete()
-        store.insert_rows(model, _index_rows(entry, new))
-
-
-def _request_key_row(entry: Entry, request_id: str, fingerprint: str) -> dict[str, Any]:
-    return {
-        "codex_id": entry.codex_id,
-        "request_id": request_id,
-        "fingerprint": fingerprint,
-        "entry_id": entry.id,
-        "created_at": entry.created_at,
-    }
+        store.insert_rows(model, [{"codex_id": entry.codex_id, "entry_id": entry.id, "value": value} for value in new])
 
 
 def _replay(key: RequestKey, data: EntryInput) -> Entry:
@@ -150,21 +134,23 @@ def entry_save(*, codex: Codex, request_id: str, data: EntryInput, writer: Write
             if write_seq is None:
                 quotas.refuse(codex=codex, entries=1, stored_bytes=stored_bytes)
         else:
-            # Every statement and parameter made ready before the write queue (on SQLite's
-            # fast path), the charge first in the transaction: a save past a quota writes nothing.
-            save = store.prepared_save(
-                entry,
-                [
-                    (RequestKey, [_request_key_row(entry, request_id, data.fingerprint)]),
-                    (EntryRevision, [_revision_row(entry, writer)]),
-                    (EntryTag, _index_rows(entry, entry.tags)),
-                    (EntryRelatedAgent, _index_rows(entry, entry.related_agent_ids)),
-                ],
-                charge=quotas.bounds(entries=1, stored_bytes=stored_bytes),
-            )
             with write_transaction():
-                if save() is None:
-                    quotas.refuse(codex=codex, entries=1, stored_bytes=stored_bytes)
+                # Usage first: a save past a quota writes nothing.
+                entry.write_seq = quotas.charge(codex=codex, entries=1, stored_bytes=stored_bytes)
+                store.insert_entry(entry)
+                store.insert_rows(
+                    RequestKey,
+                    [
+                        {
+                            "codex_id": codex.pk,
+                            "request_id": request_id,
+                            "fingerprint": data.fingerprint,
+                            "entry_id": entry.id,
+                            "created_at": now,
+                        }
+                    ],
+                )
+                _record(entry, writer)
     except (IntegrityError, ResourceExhausted):
         # A replayed save answers with its entry even when the codex is full now.
         key = RequestKey.objects.select_related("entry").filter(codex=codex, request_id=request_id).first()

@@ -10,7 +10,7 @@ up on each call, so that a test can switch it with ``override_settings``.
 
 import datetime as dt
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from django.conf import settings
@@ -21,7 +21,6 @@ from notebook import orm
 from notebook.models import Entry, EntryRelatedAgent, EntryRevision, EntryTag, RequestKey
 from notebook.sql.converters import new_instance
 from notebook.sql.search import SearchStatements
-from notebook.sql.sqlite_saves import PreparedSave
 from notebook.sql.statements import Insert, KeyedRead, UpdateRow
 from notebook.sql.usage import ChargeUsage
 from notebook.sql.writes import SaveEntry, Updated, UpdateEntry
@@ -83,37 +82,11 @@ def charge(*, codex_id: int, entries: int, stored_bytes: int, stored_upto: int, 
     return _CHARGE.charge(codex_id=codex_id, **usage) if fast() else orm.charge(codex_id=codex_id, **usage)
 
 
-_charge = charge  # by another name, for the functions below whose argument is named charge
-
-
 def one_statement_writes() -> bool:
     """Whether a save and an update are one statement each (``save_entry``, ``update_entry_at``):
     the fast path on PostgreSQL. Otherwise the services send their statements one by one in a
     ``write_transaction`` (SQLite's write queue and group sync, or the plain ORM)."""
     return fast() and connections[router.db_for_write(Entry)].vendor == "postgresql"
-
-
-def prepared_save(
-    entry: Entry, rows: Sequence[tuple[type[Model], Sequence[Mapping[str, Any]]]], *, charge: Mapping[str, int]
-) -> Callable[[], int | None]:
-    """A new entry and the rows nothing reads back (``insert_rows``'s, by model), charged
-    ``charge`` (``quotas.bounds``), as a call to make inside the save's write transaction:
-    it charges, then writes, and returns the entry's write number, or None if the charge
-    was refused (nothing written). On SQLite's fast path every statement and parameter is
-    prepared here, before the write queue (``notebook.sql.sqlite_saves``)."""
-    if fast() and connections[router.db_for_write(Entry)].vendor == "sqlite":
-        return PreparedSave(entry, rows, charge=charge, inserts=_INSERT, charge_statement=_CHARGE)
-
-    def save() -> int | None:
-        write_seq = entry.write_seq = _charge(codex_id=entry.codex_id, **charge)
-        if write_seq is None:
-            return None
-        insert_entry(entry)
-        for model, values in rows:
-            insert_rows(model, values)
-        return write_seq
-
-    return save
 
 
 def save_entry(

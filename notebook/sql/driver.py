@@ -1,8 +1,7 @@
 """The driver call: a statement straight to the database driver, with Django's checks."""
 
 import functools
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -105,43 +104,3 @@ def rowcount(cursor: Any) -> int:
 
 def nothing(cursor: Any) -> None:
     return None
-
-
-def _watched(connection: BaseDatabaseWrapper) -> bool:
-    return bool(connection.execute_wrappers or connection.queries_logged)
-
-
-def _check(connection: BaseDatabaseWrapper) -> None:
-    """The checks Django's cursor makes before a statement (as ``run`` makes them)."""
-    connection.close_if_health_check_failed()
-    if connection.connection is None:
-        connection.ensure_connection()
-    connection.validate_thread_sharing()
-    connection.validate_no_broken_transaction()
-
-
-@contextmanager
-def sqlite_statements(connection: BaseDatabaseWrapper) -> Iterator[Callable[[str, Sequence[Any]], Any]]:
-    """``execute(sql, params) -> cursor`` for several statements in a row on one SQLite
-    connection: ``run``'s direct path with its checks made once and one driver cursor, or,
-    while Django's cursor layers are watched, Django's cursor (so the watchers see each)."""
-    if _watched(connection):
-        with connection.cursor() as cursor:
-
-            def execute_watched(sql: str, params: Sequence[Any]) -> Any:
-                cursor.execute(sql, params)
-                return cursor
-
-            yield execute_watched
-        return
-    _check(connection)
-    with connection.wrap_database_errors:
-        cursor = connection.connection.cursor()
-        try:
-
-            def execute(sql: str, params: Sequence[Any]) -> Any:
-                return cursor.execute(_driver_sql(sql), params)
-
-            yield execute
-        finally:
-            cursor.close()

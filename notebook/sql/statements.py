@@ -80,41 +80,33 @@ class Insert(PerDatabase, Generic[M]):
         return f"INSERT INTO {quote(meta.db_table)} ({columns}) VALUES ", fields, prepare
 
     def rows(self, objs: Sequence[M]) -> None:
-        if objs:
-            alias = router.db_for_write(self.model)
-            run(connections[alias], self.sql(alias, len(objs)), self.rows_params(alias, objs), nothing)
-
-    def values(self, rows: Sequence[Mapping[str, Any]]) -> None:
-        """Insert rows given by attname (``entry_id``, not ``entry``). Every column but an
-        auto primary key must be given: nothing is filled in (no defaults, no ``auto_now``)."""
-        if rows:
-            alias = router.db_for_write(self.model)
-            run(connections[alias], self.sql(alias, len(rows)), self.values_params(alias, rows), nothing)
-
-    def sql(self, alias: str, count: int) -> str:
-        """The statement that inserts ``count`` rows."""
-        head, fields, _ = self.built(alias)
-        one = "(" + ", ".join(["%s"] * len(fields)) + ")"
-        return head + ", ".join([one] * count)
-
-    def rows_params(self, alias: str, objs: Sequence[M]) -> list[Any]:
-        """The parameters of ``objs`` (prepared as the ORM prepares them), which count as
-        saved from here on."""
+        if not objs:
+            return
+        alias = router.db_for_write(self.model)
         _, fields, prepare = self.built(alias)
         params = []
         for obj in objs:
             params.extend(prep(field.pre_save(obj, True)) for field, prep in zip(fields, prepare, strict=True))
             obj._state.adding = False
             obj._state.db = alias
-        return params
+        self._execute(alias, len(objs), params)
 
-    def values_params(self, alias: str, rows: Sequence[Mapping[str, Any]]) -> list[Any]:
-        """The parameters of ``rows`` given by attname (see ``values``)."""
+    def values(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Insert rows given by attname (``entry_id``, not ``entry``). Every column but an
+        auto primary key must be given: nothing is filled in (no defaults, no ``auto_now``)."""
+        if not rows:
+            return
+        alias = router.db_for_write(self.model)
         _, fields, prepare = self.built(alias)
         params = []
         for row in rows:
             params.extend(prep(row[field.attname]) for field, prep in zip(fields, prepare, strict=True))
-        return params
+        self._execute(alias, len(rows), params)
+
+    def _execute(self, alias: str, count: int, params: list[Any]) -> None:
+        head, fields, _ = self.built(alias)
+        one = "(" + ", ".join(["%s"] * len(fields)) + ")"
+        run(connections[alias], head + ", ".join([one] * count), params, nothing)
 
 
 class UpdateRow(PerDatabase, Generic[M]):
