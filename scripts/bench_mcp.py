@@ -259,36 +259,35 @@ def database_column(figures: dict[str, float]) -> str:
     return f" {figures['db_cpu_per_call'] * 1000:9.2f}ms" if "db_cpu_per_call" in figures else ""
 
 
+def summed(runs: list[dict[str, float]]) -> dict[str, float]:
+    """One server's figures over its slices: calls/s and CPU per call (and the database
+    server's, where every slice has it) over all of them, the median p50 and p99, and the
+    errors."""
+    requests = sum(run["requests"] for run in runs)
+
+    def per_call(key: str) -> float:
+        return sum(run[key] * run["requests"] for run in runs) / max(requests, 1)
+
+    figures = {
+        "rate": requests / (sum(run["duration_us"] for run in runs) / 1e6),
+        "cpu_per_call": per_call("cpu_per_call"),
+        "p50_us": statistics.median(run["p50_us"] for run in runs),
+        "p99_us": statistics.median(run["p99_us"] for run in runs),
+        "errors": sum(run["errors"] + run["socket_errors"] for run in runs),
+    }
+    if all("db_cpu_per_call" in run for run in runs):
+        figures["db_cpu_per_call"] = per_call("db_cpu_per_call")
+    return figures
+
+
 def paired(slices: list[tuple[dict[str, float], dict[str, float]]]) -> dict[str, float]:
-    """A scenario's figures over its (anchor, project) slices: summed calls, median latencies."""
-    anchors = [anchor for anchor, _ in slices]
-    projects = [project for _, project in slices]
-
-    def total(runs: list[dict[str, float]], key: str) -> float:
-        return sum(run[key] for run in runs)
-
-    def median(runs: list[dict[str, float]], key: str) -> float:
-        return statistics.median(run[key] for run in runs)
-
-    def cpu_per_call(runs: list[dict[str, float]]) -> float:
-        return total(runs, "cpu_per_call_total") / max(total(runs, "requests"), 1)
-
-    for run in anchors + projects:
-        run["cpu_per_call_total"] = run["cpu_per_call"] * run["requests"]
-        run["db_cpu_total"] = run.get("db_cpu_per_call", 0.0) * run["requests"]
-    return {
-        "rate": total(projects, "requests") / (total(projects, "duration_us") / 1e6),
-        "anchor_rate": total(anchors, "requests") / (total(anchors, "duration_us") / 1e6),
-        "p50_us": median(projects, "p50_us"),
-        "p99_us": median(projects, "p99_us"),
-        "errors": total(projects, "errors") + total(projects, "socket_errors"),
-        "cpu_per_call": cpu_per_call(projects),
-        "anchor_cpu_per_call": cpu_per_call(anchors),
-    } | (
-        {"db_cpu_per_call": total(projects, "db_cpu_total") / max(total(projects, "requests"), 1)}
-        if all("db_cpu_per_call" in run for run in projects)
-        else {}
-    )
+    """A scenario's figures over its (anchor, project) slices: the project's (``summed``),
+    with the anchor's calls/s and CPU per call beside them."""
+    anchor = summed([anchor for anchor, _ in slices])
+    return summed([project for _, project in slices]) | {
+        "anchor_rate": anchor["rate"],
+        "anchor_cpu_per_call": anchor["cpu_per_call"],
+    }
 
 
 def setup_database(env: dict[str, str], *, densities: bool) -> tuple[str, list[str], list[str], str]:
@@ -416,18 +415,6 @@ def otlp_sink() -> str:
 def ratio(numerator: float, denominator: float) -> float:
     """``numerator / denominator``, or NaN when a slice counted nothing (a stalled machine)."""
     return numerator / denominator if denominator else float("nan")
-
-
-def summed(runs: list[dict[str, float]]) -> dict[str, float]:
-    """One server's figures over its slices: calls/s and CPU per call over all of them, the
-    median p99, and the errors."""
-    requests = sum(run["requests"] for run in runs)
-    return {
-        "rate": requests / (sum(run["duration_us"] for run in runs) / 1e6),
-        "cpu_per_call": sum(run["cpu_per_call"] * run["requests"] for run in runs) / max(requests, 1),
-        "p99_us": statistics.median(run["p99_us"] for run in runs),
-        "errors": sum(run["errors"] + run["socket_errors"] for run in runs),
-    }
 
 
 def quartiles(values: list[float]) -> tuple[float, float, float]:
