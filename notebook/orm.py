@@ -23,7 +23,8 @@ from notebook.prefilters import (
     LIKE,
     NEVER_READ,
     ON_THE_ROW,
-    PG_BITMAP_ONLY,
+    PG_BITMAP_ONLY_RESTORE,
+    PG_BITMAP_ONLY_SAVE,
     PG_BITMAP_ONLY_SET,
     SEARCH_COLUMNS,
     SQLITE_TRIGRAM_MATCH,
@@ -144,24 +145,15 @@ def search_candidates(codex_id: int, *, limit: int, bitmap_only: bool = False, *
     found, order = candidates(codex_id, **filters)
     if not bitmap_only:
         return list(found.order_by(order)[:limit])
-    # set_config(..., true) lasts to the end of the transaction: our own ends here, but a
-    # caller's goes on, so then the old values are put back (an error rolls the savepoint
-    # back, and them with it).
-    nested = connection.in_atomic_block
+    # The fast path's statements one by one, in a transaction of our own (set_config(...,
+    # true) lasts to its end) or the caller's, which the restoring leaves as it was (an error
+    # rolls the savepoint back, and the settings with it).
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(_PLANNER_SAVE_AND_SET)
-        saved = cursor.fetchone()[: len(PG_BITMAP_ONLY)]
+        cursor.execute(PG_BITMAP_ONLY_SAVE)
+        cursor.execute(PG_BITMAP_ONLY_SET)
         rows = list(found.order_by(order)[:limit])
-        if nested:
-            cursor.execute(_PLANNER_RESTORE, saved)
+        cursor.execute(PG_BITMAP_ONLY_RESTORE)
     return rows
-
-
-# ``PG_BITMAP_ONLY_SET``, selecting the old values first, for ``_PLANNER_RESTORE``.
-_PLANNER_SAVE_AND_SET = PG_BITMAP_ONLY_SET.replace(
-    "SELECT ", "SELECT " + "".join(f"current_setting('{name}'), " for name in PG_BITMAP_ONLY), 1
-)
-_PLANNER_RESTORE = "SELECT " + ", ".join(f"set_config('{name}', %s, true)" for name in PG_BITMAP_ONLY)
 
 
 def search_window_end(

@@ -37,6 +37,15 @@ PG_BITMAP_ONLY = {"enable_indexscan": "off", "enable_seqscan": "off", "max_paral
 PG_BITMAP_ONLY_SET = "SELECT " + ", ".join(
     f"set_config('{name}', '{value}', true)" for name, value in PG_BITMAP_ONLY.items()
 )
+# Run before ``PG_BITMAP_ONLY_SET`` and after the statement, in the same transaction: the old
+# values kept in placeholder settings of the transaction, and put back. ``set_config(...,
+# true)`` lasts to the end of the transaction, and a caller's may go on after the statement.
+PG_BITMAP_ONLY_SAVE = "SELECT " + ", ".join(
+    f"set_config('notebook.saved_{name}', current_setting('{name}'), true)" for name in PG_BITMAP_ONLY
+)
+PG_BITMAP_ONLY_RESTORE = "SELECT " + ", ".join(
+    f"set_config('{name}', current_setting('notebook.saved_{name}'), true)" for name in PG_BITMAP_ONLY
+)
 
 # SQLite: the ids of entries that hold a normalized query, by the FTS5 trigram table
 # (migration 0002), whose row matches the query as a phrase, and among the fewer than 32

@@ -34,7 +34,8 @@ from notebook.prefilters import (
     LIKE,
     NEVER_READ,
     ON_THE_ROW,
-    PG_BITMAP_ONLY,
+    PG_BITMAP_ONLY_RESTORE,
+    PG_BITMAP_ONLY_SAVE,
     PG_BITMAP_ONLY_SET,
     SEARCH_COLUMNS,
     SQLITE_TRIGRAM_MATCH,
@@ -358,17 +359,6 @@ class SearchStatements(PerDatabase):
         return params
 
 
-# ``PG_BITMAP_ONLY_SET`` between the saving of the old values (in placeholder settings of the
-# transaction) and their restoring: the settings last to the end of the transaction, and a
-# caller's may go on.
-_SAVE_PLANNER = "SELECT " + ", ".join(
-    f"set_config('notebook.saved_{name}', current_setting('{name}'), true)" for name in PG_BITMAP_ONLY
-)
-_RESTORE_PLANNER = "SELECT " + ", ".join(
-    f"set_config('{name}', current_setting('notebook.saved_{name}'), true)" for name in PG_BITMAP_ONLY
-)
-
-
 def bound(connection: BaseDatabaseWrapper, sql: str, params: Sequence[Any]) -> str:
     """``sql`` with its parameters written in as literals, as psycopg's client-side binding
     writes them (Django's own cursors bind so), for ``run`` with no parameters."""
@@ -386,7 +376,7 @@ def _bitmap_only(connection: BaseDatabaseWrapper, sql: str, params: Sequence[Any
     transaction of their own, where ``set_config(..., true)`` holds to its end as ``SET LOCAL``
     would; inside a caller's transaction the restoring undoes them. (Not a savepoint rolled
     back to: psycopg drops its prepared statements on any ROLLBACK.)"""
-    script = f"{_SAVE_PLANNER}; {PG_BITMAP_ONLY_SET}; {bound(connection, sql, params)}; {_RESTORE_PLANNER}"
+    script = f"{PG_BITMAP_ONLY_SAVE}; {PG_BITMAP_ONLY_SET}; {bound(connection, sql, params)}; {PG_BITMAP_ONLY_RESTORE}"
     return run(connection, script, None, _third_result)
 
 
