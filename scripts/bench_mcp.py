@@ -483,14 +483,6 @@ def compare_observability(off, on, wrk, args, scenarios, connection_counts, toke
             )
 
 
-def copy_sqlite(source: str, target: str) -> None:
-    """An online copy of the seeded SQLite database, so that two servers write apart."""
-    import sqlite3
-
-    with sqlite3.connect(source) as original, sqlite3.connect(target) as copy:
-        original.backup(copy)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--duration", type=int, default=10, help="seconds of load per scenario and server (default 10)")
@@ -587,7 +579,9 @@ def main() -> None:
                 server_env[key] = value
         # Two servers writing one SQLite file would wait on each other's write lock.
         loud["CODEX_SQLITE_PATH"] = os.path.join(var, "codex-on.sqlite3")
-        copy_sqlite(os.path.join(var, "codex.sqlite3"), loud["CODEX_SQLITE_PATH"])
+        from codex_site.backup import sqlite_backup
+
+        sqlite_backup(Path(var, "codex.sqlite3"), Path(loud["CODEX_SQLITE_PATH"]))
         log = open(os.path.join(var, "observability-on.log"), "wb")  # noqa: SIM115 (closed by exit)
         off_log = open(os.path.join(var, "observability-off.log"), "wb")  # noqa: SIM115 (closed by exit)
         off = Uvicorn(["codex_site.asgi:application"], workers=args.workers, cpu=server_cpu, env=quiet, stderr=off_log)
