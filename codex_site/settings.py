@@ -364,7 +364,9 @@ logging._srcfile = None
 logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
 # uvicorn's own loggers go through the same handler (one format for every line). Its access
 # lines are off: common.access_log writes one line per request (with its duration, and a
-# tool call's fields), without query strings' values.
+# tool call's fields), without query strings' values. Its access logger has no handler, as
+# uvicorn's --no-access-log leaves it: uvicorn then skips the line's arguments (the path
+# quoted again) that it makes for every answer while the logger has one, even at WARNING.
 _UVICORN_LOGGER = {"handlers": ["console"], "propagate": False}
 
 LOGGING = {
@@ -393,7 +395,7 @@ LOGGING = {
     "loggers": {
         "uvicorn": _UVICORN_LOGGER,
         "uvicorn.error": _UVICORN_LOGGER,
-        "uvicorn.access": {**_UVICORN_LOGGER, "level": "WARNING"},
+        "uvicorn.access": {"handlers": [], "propagate": False, "level": "WARNING"},
         "django.db.backends": {"level": "WARNING"},
         # The stateless transport logs every request's teardown at INFO.
         "mcp.server.streamable_http": {"level": "WARNING"},

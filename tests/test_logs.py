@@ -3,6 +3,7 @@ and no secret or note text in any line, over a whole sign-in and tool-call seque
 against a server process that logs as an operator's would."""
 
 import json
+import logging
 import secrets
 import shutil
 import subprocess
@@ -139,3 +140,10 @@ class LogFormatTests(SimpleTestCase):
         )
         self.assertNotEqual(done.returncode, 0)
         self.assertIn("CODEX_LOG_FORMAT must be plain or json", done.stderr)
+
+
+class UvicornAccessLoggerTests(SimpleTestCase):
+    def test_uvicorn_makes_no_access_line_of_its_own(self) -> None:
+        # While its access logger has a handler, uvicorn makes its line's arguments for every
+        # answer (the line itself is never written: the logger is at WARNING).
+        self.assertFalse(logging.getLogger("uvicorn.access").hasHandlers())
