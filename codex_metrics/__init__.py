@@ -168,20 +168,16 @@ def mcp_status(status: int) -> None:
         counter.inc()
 
 
-def counting_responses(app, paths: Iterable[str]):
-    """ASGI middleware: counts the status of every HTTP answer ``app`` gives on ``paths``."""
-    watched = frozenset(paths)
+class ResponseCounter:
+    """Counts the status of every HTTP answer on ``paths`` (``codex_mcp_http_responses``),
+    through the access log's wrapper of ``send`` (``common.access_log.access_logged``): a
+    wrapper of its own would be an await more per message of every request."""
 
-    async def counted(scope, receive, send):
-        if not _enabled or scope["type"] != "http" or scope.get("path") not in watched:
-            await app(scope, receive, send)
-            return
+    def __init__(self, paths: Iterable[str]) -> None:
+        self.paths = frozenset(paths)
 
-        async def send_counted(message):
-            if message["type"] == "http.response.start":
-                mcp_status(message["status"])
-            await send(message)
+    def watches(self, scope) -> bool:
+        return _enabled and scope.get("path") in self.paths
 
-        await app(scope, receive, send_counted)
-
-    return counted
+    def count(self, status: int) -> None:
+        mcp_status(status)

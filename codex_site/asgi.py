@@ -30,9 +30,9 @@ def build_application():
     """A fresh router. The SDK's session manager runs once per instance, so each
     server (uvicorn, or a test's live server) needs its own. Every request's body is
     bounded in size and time before either side sees it (``codex_site.bodies``), and
-    every request is one line of the access log (``common.access_log``), refusals too."""
-    # /mcp answers are counted by status (the resource metadata is not).
-    mcp_app = codex_metrics.counting_responses(build_mcp_http_app(), paths=ENDPOINT_PATHS)
+    every request is one line of the access log (``common.access_log``), refusals too, and
+    each /mcp answer is counted by status (the resource metadata's are not)."""
+    mcp_app = build_mcp_http_app()
 
     async def application(scope, receive, send) -> None:
         if scope["type"] == "websocket":
@@ -45,7 +45,7 @@ def build_application():
         else:
             await django_app(scope, receive, send)
 
-    return access_logged(BodyLimit(application))
+    return access_logged(BodyLimit(application), codex_metrics.ResponseCounter(ENDPOINT_PATHS))
 
 
 application = build_application()

@@ -37,7 +37,7 @@ import re
 import threading
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
+from typing import Any, Protocol
 
 logger = logging.getLogger("codex.access")
 
@@ -76,18 +76,36 @@ def line_of(scope: Scope) -> ToolCallLine | None:
     return scope.get(SCOPE_KEY)
 
 
-def access_logged(app: ASGIApp) -> ASGIApp:
-    """ASGI middleware: one ``codex.access`` line per HTTP request. With INFO off for that
-    logger, requests pass straight through."""
+class StatusCounter(Protocol):
+    """What counts the answers of some paths (the metrics' ``/mcp`` answers by status:
+    ``codex_metrics.ResponseCounter``), through this middleware's wrapper of ``send``."""
+
+    def watches(self, scope: Scope) -> bool: ...
+
+    def count(self, status: int) -> None: ...
+
+
+def access_logged(app: ASGIApp, counter: StatusCounter | None = None) -> ASGIApp:
+    """ASGI middleware: one ``codex.access`` line per HTTP request, and each answer's status
+    given to ``counter`` where it ``watches`` the request. One wrapper of ``send`` serves
+    both: each wrapper is an await per message of every request. With INFO off for the
+    logger and nothing to count, requests pass straight through."""
 
     async def logged(scope: Scope, receive, send) -> None:
-        if scope["type"] != "http" or not logger.isEnabledFor(logging.INFO):
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+        lines = logger.isEnabledFor(logging.INFO)
+        counting = counter is not None and counter.watches(scope)
+        if not (lines or counting):
             await app(scope, receive, send)
             return
         started = time.perf_counter()
-        line = scope[SCOPE_KEY] = ToolCallLine()
+        line = ToolCallLine()
+        if lines:
+            scope[SCOPE_KEY] = line
         status = 0
-        written = False
+        written = not lines
 
         def write() -> None:
             nonlocal written
@@ -98,7 +116,9 @@ def access_logged(app: ASGIApp) -> ASGIApp:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
-            elif message["type"] == "http.response.body" and not message.get("more_body", False):
+                if counting:
+                    counter.count(status)
+            elif not written and message["type"] == "http.response.body" and not message.get("more_body", False):
                 # Before the answer's last bytes leave: the duration is the server's.
                 write()
             await send(message)

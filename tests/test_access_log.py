@@ -108,6 +108,34 @@ class AccessLogTests(SimpleTestCase):
         self.addCleanup(access.removeHandler, handler)
         serve(access_logged(app), http_scope())
         self.assertEqual((seen, written), ([None], []))
+        # A counter that watches the request gets its status all the same, and still no line.
+        counter = Counting(watching="/mcp")
+        serve(access_logged(app, counter), http_scope())
+        serve(access_logged(app, counter), http_scope("/other"))
+        self.assertEqual((counter.statuses, seen, written), ([200], [None, None, None], []))
+
+    def test_the_counter_gets_each_watched_answers_status_once(self) -> None:
+        counter = Counting(watching="/mcp")
+        with self.assertLogs("codex.access", "INFO") as logs:
+            serve(access_logged(answering(401), counter), http_scope())
+            serve(access_logged(answering(200, calls=1), counter), http_scope())
+            serve(access_logged(answering(200), counter), http_scope("/o/token/"))
+        self.assertEqual(counter.statuses, [401, 200])
+        self.assertEqual([record.status for record in logs.records], [401, 200, 200])
+
+
+class Counting:
+    """A ``StatusCounter`` that watches one path and keeps what it was given."""
+
+    def __init__(self, watching: str) -> None:
+        self.watching = watching
+        self.statuses: list[int] = []
+
+    def watches(self, scope: dict) -> bool:
+        return scope["path"] == self.watching
+
+    def count(self, status: int) -> None:
+        self.statuses.append(status)
 
 
 class DirectWriteTests(SimpleTestCase):
