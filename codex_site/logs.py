@@ -5,7 +5,10 @@ formatter) with stable keys: ``time`` (RFC 3339, UTC), ``level``, ``logger``, ``
 any ``extra`` fields (an access line's ``method``, ``path``, ``status``, ``duration_ms`` and
 ``client``; a tool call's ``tool``, ``outcome``, ``tool_duration_ms``, ``codex_id``,
 ``request_id``, ``trace_id``), and ``exc_info`` for a traceback. The default, ``plain``, is
-one line of text.
+one line of text: the time, the level, the logger and the message.
+
+Both formatters can also render a line from its fields without a record (``render_fields``),
+as the access log writes its lines (``common.access_log``).
 
 No line carries note content, titles, tags, tokens or cookies: the project's own lines name
 ids, codes and durations only; the access line (``common.access_log``) drops query strings'
@@ -14,11 +17,27 @@ would still leak); Django logs request paths without query strings.
 """
 
 import logging
+import time
 from datetime import UTC, datetime
 from typing import Any
 
 from pythonjsonlogger.core import RESERVED_ATTRS
 from pythonjsonlogger.orjson import OrjsonFormatter
+
+
+class CodexPlainFormatter(logging.Formatter):
+    """The plain line: ``<local time>,<ms> <level> <logger> <message>``."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s")
+
+    def render_fields(self, level: str, logger: str, message: str, fields: dict[str, Any], *, created: float) -> str:
+        """The line ``format`` makes of a record of ``level`` from ``logger`` with this message,
+        ``created`` at that ``time.time()``, made without the record (the fields are not part of
+        a plain line). The time as ``formatTime`` writes it, with the record's milliseconds."""
+        msecs = int((created - int(created)) * 1000) + 0.0  # as LogRecord computes them
+        when = self.default_msec_format % (time.strftime(self.default_time_format, self.converter(created)), msecs)
+        return f"{when} {level} {logger} {message}"
 
 
 class CodexJsonFormatter(OrjsonFormatter):
@@ -33,12 +52,20 @@ class CodexJsonFormatter(OrjsonFormatter):
             reserved_attrs=[*RESERVED_ATTRS, "color_message", "taskName"],
         )
 
-    def render_fields(self, level: str, logger: str, message: str, fields: dict[str, Any]) -> str:
+    def render_fields(self, level: str, logger: str, message: str, fields: dict[str, Any], *, created: float) -> str:
         """The line ``format`` makes of a record of ``level`` from ``logger`` with this message
-        and these extras, made without the record: the access log's line (``common.access_log``
-        writes it to the handler's stream itself). Same keys in the same order, and the same
-        serialiser (python-json-logger's ``process_log_record`` and ``serialize_log_record``)."""
-        data = {"level": level, "logger": logger, "message": message, **fields, "time": datetime.now(UTC)}
+        and these extras, ``created`` at that ``time.time()``, made without the record: the
+        access log's line (``common.access_log`` writes it to the handler's stream itself). Same
+        keys in the same order, the same time (python-json-logger's, from the record's
+        ``created``), and the same serialiser (its ``process_log_record`` and
+        ``serialize_log_record``)."""
+        data = {
+            "level": level,
+            "logger": logger,
+            "message": message,
+            **fields,
+            "time": datetime.fromtimestamp(created, tz=UTC),
+        }
         return self.serialize_log_record(self.process_log_record(data))
 
 

@@ -373,7 +373,7 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {
-        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "plain": {"()": "codex_site.logs.CodexPlainFormatter"},
         "json": {"()": "codex_site.logs.CodexJsonFormatter"},
     },
     "filters": {

@@ -21,9 +21,10 @@ The line is logged as any record is, except where the logging machinery would ch
 nothing: when ``codex.access`` has no filter of its own and its records reach one plain
 stream (or file) handler that passes INFO, whose filters all let an access line through
 unchanged (``passes_access_lines``) and whose formatter can render a line from its fields
-(``render_fields``: the JSON formatter, ``codex_site.logs``), the line is rendered without a
-``LogRecord`` and written to that handler's stream under its lock, with the lines of other
-requests (``_Pending``): at most ``FLUSH_SECONDS`` after it was made. That is the default
+(``render_fields``: the JSON formatter, ``codex_site.logs``), the line waits as its values,
+with the lines of other requests (``_Pending``), and is rendered without a ``LogRecord`` and
+written to that handler's stream under its lock at most ``FLUSH_SECONDS`` after it was made,
+with the time it was made. That is the default
 set-up with ``CODEX_LOG_FORMAT=json``, where the record, its handling, its formatting and a
 write per line cost a tool call several times what the line itself does
 (docs/performance.md). Any other handler, filter or formatter that an operator configures
@@ -166,19 +167,21 @@ def direct_handler() -> logging.StreamHandler | None:
 
 
 class _Pending:
-    """Direct lines not yet written, written together: when ``BATCH_LINES`` are waiting, at
-    the latest ``FLUSH_SECONDS`` after the first of them (a timer on the event loop that
-    served it), at once for a line written outside an event loop, and at exit (``atexit``).
-    One write system call per line would give the interpreter lock away on every request
-    (as nginx's ``access_log ... buffer= flush=``, for the same reason)."""
+    """Direct lines not yet written, rendered and written together: when ``BATCH_LINES`` are
+    waiting, at the latest ``FLUSH_SECONDS`` after the first of them (a timer on the event
+    loop that served it), at once for a line made outside an event loop, and at exit
+    (``atexit``). A line waits as its values (``_Line``): rendering a batch in one loop costs a
+    request several times less than rendering each line among the request's own work, and
+    one write system call per line would give the interpreter lock away on every request (as
+    nginx's ``access_log ... buffer= flush=``, for the same reason)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.lines: list[str] = []
+        self.lines: list[_Line] = []
         self.handler: logging.StreamHandler | None = None
         self.timer_loop: asyncio.AbstractEventLoop | None = None
 
-    def add(self, handler: logging.StreamHandler, text: str) -> None:
+    def add(self, handler: logging.StreamHandler, line: "_Line") -> None:
         try:
             loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
@@ -187,7 +190,7 @@ class _Pending:
             if self.handler is not handler:
                 self._write_locked()
                 self.handler = handler
-            self.lines.append(text)
+            self.lines.append(line)
             now = loop is None or len(self.lines) >= BATCH_LINES
             # A timer on a loop that has stopped since would never fire: set one on this loop.
             timer = not now and (
@@ -210,17 +213,18 @@ class _Pending:
         if not lines or handler is None:
             return
         self.lines = []
+        render = handler.formatter.render_fields  # type: ignore[union-attr]
+        texts = [render("INFO", logger.name, *line.message_and_fields(), created=line.created) for line in lines]
         terminator = handler.terminator
-        text = terminator.join(lines) + terminator
         handler.acquire()
         try:
-            handler.stream.write(text)
+            handler.stream.write(terminator.join(texts) + terminator)
             handler.flush()
         except Exception:
             # A broken stream is the handler's to report (``handleError``), through a record.
             handler.release()
-            for line in lines:
-                logger.info(line)
+            for text in texts:
+                logger.info(text)
             return
         handler.release()
 
@@ -236,12 +240,29 @@ def flush() -> None:
     _pending.write()
 
 
-def _emit(message: str, args: tuple, fields: dict[str, Any]) -> None:
-    handler = direct_handler()
-    if handler is None:
-        logger.info(message, *args, extra=fields)
-        return
-    _pending.add(handler, handler.formatter.render_fields("INFO", logger.name, message % args, fields))
+class _Line:
+    """One request's line as its values, made when the answer is sent: rendered then (as a
+    record), or when its batch is written (``_Pending``)."""
+
+    __slots__ = ("call", "client", "created", "duration_ms", "method", "path", "status")
+
+    def __init__(self, method: str, path: str, status: int, duration_ms: float, client: str | None, call) -> None:
+        self.method, self.path, self.status, self.duration_ms = method, path, status, duration_ms
+        self.client, self.call = client, call
+        self.created = time.time()  # the line's time, as a record's ``created``
+
+    def message_and_fields(self) -> tuple[str, dict[str, Any]]:
+        method, path, status, duration_ms, call = self.method, self.path, self.status, self.duration_ms, self.call
+        fields = {"method": method, "path": path, "status": status, "duration_ms": duration_ms, "client": self.client}
+        if call is None:
+            return f"{method} {path} {status} in {duration_ms:.1f} ms", fields
+        # The request's duration_ms includes the call's, which is the tool's own.
+        fields.update(call, duration_ms=duration_ms, tool_duration_ms=call["duration_ms"])
+        message = (
+            f"{method} {path} {status} in {duration_ms:.1f} ms: tool call {call['tool']} {call['outcome']}"
+            f" (codex {call['codex_id']}, request {call['request_id']}, trace {call['trace_id']})"
+        )
+        return message, fields
 
 
 def _write(scope: Scope, status: int, seconds: float, call: dict[str, Any] | None) -> None:
@@ -250,31 +271,10 @@ def _write(scope: Scope, status: int, seconds: float, call: dict[str, Any] | Non
     if query:
         path = without_query_values(f"{path}?{query.decode('latin-1')}")
     client = scope.get("client")
-    duration_ms = round(seconds * 1000, 3)
-    extra = {
-        "method": method,
-        "path": path,
-        "status": status,
-        "duration_ms": duration_ms,
-        "client": f"{client[0]}:{client[1]}" if client else None,
-    }
-    if call is None:
-        _emit("%s %s %s in %.1f ms", (method, path, status, duration_ms), extra)
+    line = _Line(method, path, status, round(seconds * 1000, 3), f"{client[0]}:{client[1]}" if client else None, call)
+    handler = direct_handler()
+    if handler is None:
+        message, fields = line.message_and_fields()
+        logger.info(message, extra=fields)
         return
-    # The request's duration_ms includes the call's, which is the tool's own.
-    extra.update(call, duration_ms=duration_ms, tool_duration_ms=call["duration_ms"])
-    _emit(
-        "%s %s %s in %.1f ms: tool call %s %s (codex %s, request %s, trace %s)",
-        (
-            method,
-            path,
-            status,
-            duration_ms,
-            call["tool"],
-            call["outcome"],
-            call["codex_id"],
-            call["request_id"],
-            call["trace_id"],
-        ),
-        extra,
-    )
+    _pending.add(handler, line)

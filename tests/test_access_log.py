@@ -1,6 +1,7 @@
 """The access log's middleware: one line per request, a tool call's fields on it, a failed
-request still logged, and nothing at all when INFO is off for it; the line written straight
-to the JSON console handler is the line its formatter makes of the record."""
+request still logged, and nothing at all when INFO is off for it (but the statuses a counter
+watches); the line written straight to the console handler is the line its formatter (JSON
+or plain) makes of the record."""
 
 import asyncio
 import io
@@ -10,13 +11,14 @@ import logging.handlers
 import os
 import subprocess
 import sys
-from datetime import datetime
+from datetime import UTC, datetime
+from unittest import mock
 
 from django.conf import settings
 from django.test import SimpleTestCase
 
 from codex_site.logfilters import ClientMistakesAreWarnings
-from codex_site.logs import CodexJsonFormatter, NoDebugFrom
+from codex_site.logs import CodexJsonFormatter, CodexPlainFormatter, NoDebugFrom
 from common import access_log
 from common.access_log import access_logged, direct_handler, line_of
 from mcp_endpoint.calls import ToolCall
@@ -212,20 +214,38 @@ class DirectWriteTests(SimpleTestCase):
         self.assertEqual((line["logger"], line["path"], line["status"]), ("codex.access", "/x", 201))
 
     def test_the_direct_line_is_the_line_the_formatter_makes_of_the_record(self) -> None:
-        self.assertIs(direct_handler(), self.handler)
-        serve(access_logged(answering(200, calls=1)), http_scope("/mcp", b"a=1"))
-        # A filter on the logger itself sends the same request through a record.
-        self.logger.addFilter(logging.Filter())
-        self.assertIsNone(direct_handler())
-        serve(access_logged(answering(200, calls=1)), http_scope("/mcp", b"a=1"))
-        direct, recorded = self.lines()
-        for line in (direct, recorded):
-            datetime.fromisoformat(line.pop("time"))
-            line.pop("duration_ms")
-        # The message names the request's duration: the same words, another figure.
-        self.assertEqual(direct.pop("message").split(" in ")[0], recorded.pop("message").split(" in ")[0])
-        self.assertEqual(list(direct.items()), list(recorded.items()))
-        self.assertEqual((direct["tool"], direct["path"], direct["status"]), ("field_notes_get", "/mcp?a=", 200))
+        for formatter in (CodexJsonFormatter(), CodexPlainFormatter()):
+            with self.subTest(type(formatter).__name__):
+                self.handler.setFormatter(formatter)
+                self.logger.filters = []
+                self.stream.seek(0)
+                self.stream.truncate()
+                self.assertIs(direct_handler(), self.handler)
+                # One clock for both lines: the same time, and the same durations.
+                with (
+                    mock.patch("time.time", return_value=1_772_368_215.25),
+                    mock.patch("time.perf_counter", return_value=5.0),
+                ):
+                    serve(access_logged(answering(200, calls=1)), http_scope("/mcp", b"a=1"))
+                    access_log.flush()
+                    # A filter on the logger itself sends the same request through a record.
+                    self.logger.addFilter(logging.Filter())
+                    self.assertIsNone(direct_handler())
+                    serve(access_logged(answering(200, calls=1)), http_scope("/mcp", b"a=1"))
+                direct, recorded = self.stream.getvalue().splitlines()
+                self.assertEqual(direct, recorded)
+                self.assertIn("/mcp?a= 200 in 0.0 ms: tool call field_notes_get ok (codex 3, request 1", direct)
+
+    def test_a_line_written_later_has_the_time_it_was_made(self) -> None:
+        made = datetime(2026, 3, 1, 12, 30, 15, 250000, tzinfo=UTC)
+
+        async def request() -> None:
+            with mock.patch("time.time", return_value=made.timestamp()):
+                await access_logged(answering(200, calls=1))(http_scope(), receive_nothing, send_nowhere)
+
+        asyncio.run(request())  # the line waits for its batch, and is written after the patch
+        (line,) = self.lines()
+        self.assertEqual(datetime.fromisoformat(line["time"]), made)
 
     def test_any_other_configuration_gets_the_record(self) -> None:
         def handler_with(**changes) -> logging.Handler:
