@@ -26,8 +26,9 @@ its postmaster) per call: the backend's share, which on a shared machine compete
 same cores.
 
 ``--observability`` runs the project twice, same build, each server on its own copy of the
-SQLite database: with metrics and JSON logs off (``CODEX_METRICS=0``, plain logs at WARNING)
-and on (``CODEX_METRICS=1``, ``CODEX_LOG_FORMAT=json``, logs at INFO, to a file). The two are
+SQLite database: with metrics and JSON logs off (``CODEX_METRICS=0``, the default plain lines
+at INFO) and on (``CODEX_METRICS=1``, ``CODEX_LOG_FORMAT=json``), each logging to a file.
+``--off-settings CODEX_LOG_LEVEL=WARNING`` compares with a server that writes no lines. The two are
 under load at the same time, each from its own wrk, both servers on one CPU, so that the
 machine's drift weighs on both alike; it prints "on/off", the on server's calls over the off
 server's, with the quartiles of that ratio slice by slice, and the same for CPU per call.
@@ -569,7 +570,9 @@ def main() -> None:
     if args.observability:
         if "DATABASE_URL" in os.environ:
             raise SystemExit("--observability runs on SQLite (each server gets its own copy of the database)")
-        quiet = {**{key: value for key, value in env.items() if key != "CODEX_LOG_FORMAT"}, "CODEX_METRICS": "0"}
+        # Off: metrics off and the default plain lines (an access line per request, at INFO).
+        quiet = {key: value for key, value in env.items() if key != "CODEX_LOG_FORMAT"}
+        quiet.update(CODEX_METRICS="0", CODEX_LOG_LEVEL="INFO")
         loud = {**env, "CODEX_METRICS": "1", "CODEX_LOG_FORMAT": "json", "CODEX_LOG_LEVEL": "INFO"}
         if args.same_build_twice:
             loud = dict(quiet)  # an A/A run: how far the measure strays when nothing differs
