@@ -32,7 +32,8 @@ at INFO) and on (``CODEX_METRICS=1``, ``CODEX_LOG_FORMAT=json``), each logging t
 under load at the same time, each from its own wrk, both servers on one CPU, so that the
 machine's drift weighs on both alike; it prints "on/off", the on server's calls over the off
 server's, with the quartiles of that ratio slice by slice, and the same for CPU per call.
-``--same-build-twice`` makes both servers "off" (the measure's own spread),
+``--same-build-twice`` makes both servers "off" (the measure's own spread), ``--traces`` gives
+the on server traces (over OTLP to a sink),
 ``--on-settings NAME=VALUE,...`` (``--off-settings``) changes the on (off) server's settings,
 to take a cost apart, and ``--on-tree PATH`` runs the on server from another checkout (with
 ``--same-build-twice``: two builds head to head, e.g. a branch against ``main``).
@@ -580,6 +581,8 @@ def main() -> None:
             for setting in filter(None, settings.split(",")):
                 key, _, value = setting.partition("=")
                 server_env[key] = value
+        if args.traces:  # the on server's traces, over OTLP to a sink
+            loud["OTEL_EXPORTER_OTLP_ENDPOINT"] = otlp_sink()
         # Two servers writing one SQLite file would wait on each other's write lock.
         loud["CODEX_SQLITE_PATH"] = os.path.join(var, "codex-on.sqlite3")
         from codex_site.backup import sqlite_backup
