@@ -167,6 +167,18 @@ def statement_span(execute: Callable[..., Any], sql: str, params: Any, many: boo
         return execute(sql, params, many, context)
 
 
+def passes_straight_on(wrappers: list[Callable[..., Any]]) -> bool:
+    """Whether Django's execute ``wrappers`` would hand a statement run now straight on:
+    there are none, or only ``statement_span`` while no span is recorded (tracing off, or a
+    call the sampler left out). The fast path then gives the statement to the driver itself
+    (``notebook.sql.driver``), as it does with tracing off."""
+    if not wrappers:
+        return True
+    return all(wrapper is statement_span for wrapper in wrappers) and not (
+        enabled and trace.get_current_span().is_recording()
+    )
+
+
 # Installed on every connection, so it sees the writer connection's statements as well:
 # notebook.transactions need not write on a thread's own connection for it to see them.
 statement_span.on_every_connection = True  # type: ignore[attr-defined]

@@ -12,10 +12,11 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
+from unittest import mock
 
 from django.contrib.auth import get_user_model
-from django.db import connection
-from django.test import SimpleTestCase, TransactionTestCase, override_settings
+from django.db import DEFAULT_DB_ALIAS, connection, connections
+from django.test import SimpleTestCase, TestCase, TransactionTestCase, override_settings
 from opentelemetry import trace
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace import TracerProvider
@@ -27,6 +28,7 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, TraceFl
 from authserver.tokens import mint_access_token
 from codex_site.settings import public_url_settings
 from common import tracing
+from notebook.sql import driver
 from tests.http_client import MODERN, call_tool, post, rpc_body
 from tests.live import BOTH_SCOPES, LiveServerTestCase
 from tests.mcp_client import success_of, with_client
@@ -266,6 +268,34 @@ class OtlpExportTests(TransactionTestCase):
             if attribute.key == "service.name"
         }
         self.assertEqual(services, {"codex-under-test"})
+
+
+class UnsampledStatementsTests(TestCase):
+    """While traces are on, a statement of a call the sampler left out goes straight to the
+    driver, as with traces off; a sampled call's goes through Django's cursor and its span."""
+
+    def test_only_a_sampled_calls_statements_go_through_djangos_cursor(self) -> None:
+        record_spans()
+        self.addCleanup(stop_recording)
+        database = connections[DEFAULT_DB_ALIAS]
+        database.ensure_connection()
+        if tracing.statement_span not in database.execute_wrappers:
+            # What connection_created does for every connection opened while traces are on.
+            database.execute_wrappers.append(tracing.statement_span)
+            self.addCleanup(database.execute_wrappers.remove, tracing.statement_span)
+        tracer = trace.get_tracer("tests")
+        with mock.patch.object(database, "cursor", wraps=database.cursor) as django_cursor:
+            SWITCH.on = False
+            with tracer.start_as_current_span("left out by the sampler"):
+                self.assertEqual(driver.run(database, "SELECT 1", [], driver.fetchone), (1,))
+            self.assertFalse(django_cursor.called)
+            self.assertEqual(EXPORTER.get_finished_spans(), ())
+            SWITCH.on = True
+            with tracer.start_as_current_span("sampled"):
+                self.assertEqual(driver.run(database, "SELECT 1", [], driver.fetchone), (1,))
+            self.assertTrue(django_cursor.called)
+        statements = [span.name for span in EXPORTER.get_finished_spans() if span.kind == SpanKind.CLIENT]
+        self.assertEqual(statements, ["SELECT"])
 
 
 class InternalsTests(SimpleTestCase):

@@ -6,6 +6,8 @@ from typing import Any, TypeVar
 
 from django.db.backends.base.base import BaseDatabaseWrapper
 
+from common import tracing
+
 T = TypeVar("T")
 
 
@@ -50,9 +52,10 @@ def run(
 ) -> T:
     """``with connection.cursor() as cursor: cursor.execute(sql, params); return result(cursor)``.
 
-    On SQLite and PostgreSQL, while nothing watches Django's cursor layers (no execute
-    wrappers, no query log: ``assertNumQueries``, ``DEBUG``, traces and the debug toolbar see
-    every statement), the statement goes straight to the driver with the checks Django's
+    On SQLite and PostgreSQL, while nothing watches Django's cursor layers (no query log and
+    no execute wrapper that would see the statement: ``assertNumQueries``, ``DEBUG``, the debug
+    toolbar, and traces in a call that is sampled, see every statement), the statement goes
+    straight to the driver with the checks Django's
     cursor makes first (health check, connection, thread sharing, no broken transaction) and
     its error wrapping (``IntegrityError`` stays Django's). Django's cursor layers (and on
     SQLite its regular expression) cost more per statement than the database's work on a key
@@ -66,7 +69,7 @@ def run(
     simple query protocol; ``result`` reads their results in turn with ``nextset``).
     """
     direct = _DIRECT.get(connection.vendor)
-    if direct is not None and not (connection.execute_wrappers or connection.queries_logged):
+    if direct is not None and not connection.queries_logged and tracing.passes_straight_on(connection.execute_wrappers):
         connection.close_if_health_check_failed()
         if connection.connection is None:
             connection.ensure_connection()
