@@ -21,14 +21,13 @@ The line is logged as any record is, except where the logging machinery would ch
 nothing: when ``codex.access`` has no filter of its own and its records reach one plain
 stream (or file) handler that passes INFO, whose filters all let an access line through
 unchanged (``passes_access_lines``) and whose formatter can render a line from its fields
-(``render_fields``: the JSON formatter, ``codex_site.logs``), the line waits as its values,
+(``render_fields``: either formatter of ``codex_site.logs``), the line waits as its values,
 with the lines of other requests (``_Pending``), and is rendered without a ``LogRecord`` and
 written to that handler's stream under its lock at most ``FLUSH_SECONDS`` after it was made,
-with the time it was made. That is the default
-set-up with ``CODEX_LOG_FORMAT=json``, where the record, its handling, its formatting and a
-write per line cost a tool call several times what the line itself does
-(docs/performance.md). Any other handler, filter or formatter that an operator configures
-gets the record, at once.
+with the time it was made. That is the default set-up in either ``CODEX_LOG_FORMAT``, where
+the record, its handling, its formatting and a write per line cost a tool call several times
+what the line itself does (docs/performance.md). Any other handler, filter or formatter that
+an operator configures gets the record, at once.
 """
 
 import asyncio
@@ -214,7 +213,15 @@ class _Pending:
             return
         self.lines = []
         render = handler.formatter.render_fields  # type: ignore[union-attr]
-        texts = [render("INFO", logger.name, *line.message_and_fields(), created=line.created) for line in lines]
+        texts = []
+        for line in lines:
+            message, fields = line.message_and_fields()
+            try:
+                texts.append(render("INFO", logger.name, message, fields, created=line.created))
+            except Exception:
+                # A value the formatter cannot write costs this line alone, not its batch: as
+                # a record, it is the handler's to report (``handleError``).
+                logger.info(message, extra=fields)
         terminator = handler.terminator
         handler.acquire()
         try:

@@ -20,6 +20,8 @@ from common.access_log import ToolCallLine
 
 logger = logging.getLogger(__name__)
 
+INT64_MIN, UINT64_MAX = -(2**63), 2**64 - 1
+
 
 @dataclass(slots=True)
 class ToolCall:
@@ -37,12 +39,17 @@ class ToolCall:
         context = trace.get_current_span().get_span_context()
         trace_id = format(context.trace_id, "032x") if context.is_valid else None
         duration_ms = round(seconds * 1000, 3)
+        request_id = self.request_id
+        if isinstance(request_id, int) and not INT64_MIN <= request_id <= UINT64_MAX:
+            # The client's to choose, and JSON's integers have no bound; the JSON formatter's
+            # (orjson) stop at 64 bits, and so do many of the tools that read the lines.
+            request_id = str(request_id)
         fields = {
             "tool": self.tool,
             "outcome": outcome,
             "duration_ms": duration_ms,
             "codex_id": self.codex_id,
-            "request_id": self.request_id,
+            "request_id": request_id,
             "trace_id": trace_id,
         }
         if self.line is not None and self.line.add(fields):
@@ -53,7 +60,7 @@ class ToolCall:
             outcome,
             duration_ms,
             self.codex_id,
-            self.request_id,
+            request_id,
             trace_id,
             extra=fields,
         )

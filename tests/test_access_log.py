@@ -236,6 +236,38 @@ class DirectWriteTests(SimpleTestCase):
                 self.assertEqual(direct, recorded)
                 self.assertIn("/mcp?a= 200 in 0.0 ms: tool call field_notes_get ok (codex 3, request 1", direct)
 
+    def test_a_request_id_beyond_64_bits_is_written_as_its_digits(self) -> None:
+        # A JSON-RPC id is the client's to choose; orjson writes no integer beyond 64 bits.
+        huge = 2**70
+
+        async def app(scope, receive, send) -> None:
+            ToolCall("field_notes_get", huge, codex_id=3, line=line_of(scope)).log("ok", 0.001)
+            await answering(200)(scope, receive, send)
+
+        serve(access_logged(app), http_scope())
+        self.logger.addFilter(logging.Filter())  # the same line through a record
+        serve(access_logged(app), http_scope())
+        self.assertEqual([line["request_id"] for line in self.lines()], [str(huge)] * 2)
+
+    def test_a_line_the_formatter_cannot_write_costs_only_that_line(self) -> None:
+        reported: list[logging.LogRecord] = []
+        self.handler.handleError = reported.append
+
+        def calling(codex_id: int):
+            async def app(scope, receive, send) -> None:
+                ToolCall("field_notes_get", 1, codex_id=codex_id, line=line_of(scope)).log("ok", 0.001)
+                await answering(200)(scope, receive, send)
+
+            return access_logged(app)
+
+        async def requests() -> None:  # one event loop: the three lines wait in one batch
+            for codex_id in (1, 2**70, 3):
+                await calling(codex_id)(http_scope(), receive_nothing, send_nowhere)
+
+        asyncio.run(requests())
+        self.assertEqual([line["codex_id"] for line in self.lines()], [1, 3])
+        self.assertEqual([record.codex_id for record in reported], [2**70])
+
     def test_a_line_written_later_has_the_time_it_was_made(self) -> None:
         made = datetime(2026, 3, 1, 12, 30, 15, 250000, tzinfo=UTC)
 
