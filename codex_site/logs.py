@@ -17,9 +17,8 @@ would still leak); Django logs request paths without query strings.
 """
 
 import logging
-import time
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from pythonjsonlogger.core import RESERVED_ATTRS
 from pythonjsonlogger.orjson import OrjsonFormatter
@@ -34,10 +33,17 @@ class CodexPlainFormatter(logging.Formatter):
     def render_fields(self, level: str, logger: str, message: str, fields: dict[str, Any], *, created: float) -> str:
         """The line ``format`` makes of a record of ``level`` from ``logger`` with this message,
         ``created`` at that ``time.time()``, made without the record (the fields are not part of
-        a plain line). The time as ``formatTime`` writes it, with the record's milliseconds."""
+        a plain line). The time is ``formatTime``'s, which reads only a record's ``created``
+        and ``msecs``."""
         msecs = int((created - int(created)) * 1000) + 0.0  # as LogRecord computes them
-        when = self.default_msec_format % (time.strftime(self.default_time_format, self.converter(created)), msecs)
-        return f"{when} {level} {logger} {message}"
+        return f"{self.formatTime(_Created(created, msecs))} {level} {logger} {message}"  # type: ignore[arg-type]
+
+
+class _Created(NamedTuple):
+    """What ``logging.Formatter.formatTime`` reads of a record."""
+
+    created: float
+    msecs: float
 
 
 class CodexJsonFormatter(OrjsonFormatter):
