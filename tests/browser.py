@@ -92,11 +92,33 @@ class BrowserPages:
         self.wait().until(expected_conditions.url_contains("/accounts/login/"))
         self.web.find_element(By.ID, "id_username").send_keys(username)
         self.web.find_element(By.ID, "id_password").send_keys(f"{username}-password")
-        login_page = self.web.find_element(By.TAG_NAME, "html")
         self.web.find_element(By.CSS_SELECTOR, "button[type=submit].primary").click()
-        # The sign-in page has an h1 too: first wait for it to go, or a test may read it.
-        self.wait().until(expected_conditions.staleness_of(login_page))
+        # The sign-in page has an h1 too: first wait for the next page to have loaded, or a
+        # test may read the old one.
+        self.wait().until(_loaded_past("/accounts/login/"))
         self.wait().until(expected_conditions.presence_of_element_located((By.TAG_NAME, "h1")))
+
+
+def _loaded_past(path: str):
+    """A wait condition: the browser has left ``path`` and the next document has loaded.
+
+    Not Selenium's ``staleness_of`` on the old page: asked while the old document is being
+    replaced, Chromium may answer "Node with given id does not belong to the document", an
+    error that ``staleness_of`` does not take for staleness, and the wait raises it. Any
+    browser error while a page is being replaced here means "not yet"."""
+    from urllib.parse import urlsplit
+
+    from selenium.common.exceptions import WebDriverException
+
+    def condition(web) -> bool:
+        try:
+            if urlsplit(web.current_url).path.startswith(path):
+                return False
+            return web.execute_script("return document.readyState") == "complete"
+        except WebDriverException:
+            return False
+
+    return condition
 
 
 # axe-core, the accessibility engine, from npm (pinned): installed once into var/ by the first
