@@ -95,8 +95,13 @@ class BrowserPages:
         self.web.find_element(By.CSS_SELECTOR, "button[type=submit].primary").click()
         # The sign-in page has an h1 too: first wait for the next page to have loaded, or a
         # test may read the old one.
-        self.wait().until(_loaded_past("/accounts/login/"))
+        self.wait_for_page_after("/accounts/login/")
         self.wait().until(expected_conditions.presence_of_element_located((By.TAG_NAME, "h1")))
+
+    def wait_for_page_after(self, path: str) -> None:
+        """Wait until the browser has left the page at ``path`` and the next one has loaded: a
+        wait for an element both pages may have could otherwise find it on the old one."""
+        self.wait().until(_loaded_past(path))
 
 
 def _loaded_past(path: str):

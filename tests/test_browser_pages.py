@@ -118,6 +118,7 @@ class EveryPageFitsAndPassesAxeTest(BrowserPages, PageChecks, LiveServerTestCase
         self.wait().until(expected_conditions.url_contains("?revoked="))
         problems += self.check_every_page([("revoked", self.web.current_url.removeprefix(self.live.base_url))])
         self.web.find_element(By.CSS_SELECTOR, "header form button").click()
+        self.wait_for_page_after("/account/clients/")  # whose revoked notice is a status too
         self.wait().until(expected_conditions.presence_of_element_located((By.CSS_SELECTOR, "[role=status]")))
         for viewport in VIEWPORTS:  # the message shows once: this page, not a reload of it
             self.use_viewport(viewport)
