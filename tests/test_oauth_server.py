@@ -9,6 +9,7 @@ from oauth2_provider.models import get_access_token_model, get_application_model
 
 from codex_site.settings import oauth2_provider_settings
 from mcp_endpoint.auth import token_checksum
+from tests.clocks import one_rate_window
 from tests.http_client import call_tool
 from tests.live import LiveServerTestCase
 from tests.oauth_helpers import (
@@ -273,6 +274,10 @@ class RefusalTest(OAuthServerTestCase):
 class RateLimitTest(OAuthServerTestCase):
     def setUp(self) -> None:
         cache.clear()  # start each test with fresh per-address counters
+        # Every counted request in one window, from setUp's registration on.
+        still = one_rate_window()
+        still.start()
+        self.addCleanup(still.stop)
         super().setUp()
 
     def test_dynamic_registration_is_rate_limited_with_a_clear_429(self) -> None:

@@ -14,6 +14,7 @@ from notebook.exceptions import ResourceExhausted
 from notebook.models import Codex, Entry, EntryRevision
 from notebook.validation import parse_entry_input
 from tests.base import NotebookTestCase
+from tests.clocks import one_rate_window
 from tests.http_client import call_tool
 from tests.live import LiveServerTestCase
 from tests.test_concurrency import run_together
@@ -149,7 +150,7 @@ class ToolCallRateTest(LiveServerTestCase):
 
     def test_past_the_per_token_rate_calls_get_resource_exhausted_with_when_to_retry(self) -> None:
         token, other = self.token_for(self.alice), self.token_for(self.alice)
-        with override_settings(CODEX_TOOL_CALLS_PER_MINUTE=3):
+        with override_settings(CODEX_TOOL_CALLS_PER_MINUTE=3), one_rate_window():
             replies = [call_tool(self.mcp_url, token, "field_notes_search", {}).json() for _ in range(4)]
             fresh = call_tool(self.mcp_url, other, "field_notes_search", {}).json()
         self.assertEqual([r["result"].get("isError", False) for r in replies], [False, False, False, True])
