@@ -5,6 +5,7 @@ statements each tool costs, counted so that regressions show."""
 import asyncio
 import datetime as dt
 import threading
+import uuid
 from types import SimpleNamespace
 from typing import Any
 from unittest import mock
@@ -25,6 +26,7 @@ from notebook import services
 from notebook.models import Entry, EntryTag
 from notebook.transactions import write_queue, write_transaction
 from notebook.validation import parse_entry_input
+from tests.clocks import one_rate_window
 from tests.http_client import LEGACY, MODERN, call_tool
 from tests.live import LiveServerTestCase
 from tests.mcp_client import success_of
@@ -254,8 +256,8 @@ class BatchedRateLimitTest(SimpleTestCase):
             return shared[key]
 
         fake = SimpleNamespace(add=add, incr=incr)
-        key = f"k{id(trips)}"
-        with mock.patch.object(ratelimit, "cache", fake):
+        key = f"k{uuid.uuid4().hex}"  # the process's windows outlive the test: a key of its own
+        with mock.patch.object(ratelimit, "cache", fake), one_rate_window():
             allowed = [ratelimit.allow_batched("test", key, limit=limit, window_seconds=3600)[0] for _ in range(calls)]
         return len(trips), allowed
 
