@@ -42,6 +42,8 @@ class BrowserAdminStylesTests(BrowserPages, LiveServerTestCase):
         self.web.find_element(By.ID, "id_username").send_keys("operator")
         self.web.find_element(By.ID, "id_password").send_keys("operator-password")
         self.web.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
-        self.wait().until(expected_conditions.presence_of_element_located((By.ID, "site-name")))
+        # The sign-in page has the site's name too: first wait for it to go.
+        self.wait_for_page_after("/admin/login/")
+        self.wait().until(expected_conditions.presence_of_element_located((By.ID, "user-tools")))
         self.assert_styled()
         self.shot("index")
