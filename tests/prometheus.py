@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -91,11 +92,27 @@ class Prometheus:
     def wait_for(self, promql: str, expected: float, timeout: float = 90) -> float | None:
         """Poll until ``promql`` equals ``expected`` (scrapes are a second apart, so this
         bounds the wait, not the test); the last value seen otherwise."""
+        return self.wait_until(promql, lambda seen: seen == expected, timeout)
+
+    def wait_until(self, promql: str, good: Callable[[float], bool], timeout: float = 90) -> float | None:
+        """Poll until ``promql`` gives a value that ``good`` accepts (a scrape that timed out on
+        a loaded machine leaves the target's series stale for a moment); the last value seen
+        otherwise."""
         deadline = time.monotonic() + timeout
         seen = None
         while time.monotonic() < deadline:
             seen = self.scalar(promql)
-            if seen == expected:
+            if seen is not None and good(seen):
                 return seen
             time.sleep(0.25)
         return seen
+
+    def page_with(self, path: str, wanted: str, timeout: float = 90) -> httpx2.Response:
+        """GET ``path`` of the Prometheus server until its text holds ``wanted`` (bounded);
+        the last answer otherwise."""
+        deadline = time.monotonic() + timeout
+        while True:
+            answer = httpx2.get(self.base_url + path, timeout=10)
+            if wanted in answer.text or time.monotonic() > deadline:
+                return answer
+            time.sleep(0.25)

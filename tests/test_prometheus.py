@@ -73,13 +73,14 @@ class PrometheusScrapeTest(LiveServerTestCase):
             with self.subTest(promql=promql):
                 self.assertEqual(self.prometheus.wait_for(promql, wanted), wanted)
         # A quantile over the histogram is a number of seconds (every save took some time).
-        p99 = self.prometheus.scalar(
-            'histogram_quantile(0.99, sum by (le) (codex_tool_call_duration_seconds_bucket{tool="field_notes_save"}))'
+        p99 = self.prometheus.wait_until(
+            'histogram_quantile(0.99, sum by (le) (codex_tool_call_duration_seconds_bucket{tool="field_notes_save"}))',
+            lambda seconds: seconds > 0,
         )
         self.assertIsNotNone(p99)
         self.assertGreater(p99, 0)
 
-        console = httpx2.get(self.prometheus.base_url + "/consoles/agent-codex.html", timeout=10)
+        console = self.prometheus.page_with("/consoles/agent-codex.html", "<th>entries</th><td>4</td>")
         self.assertEqual(console.status_code, 200, console.text[:500])
         self.assertIn("<h1>Agent Codex</h1>", console.text)
         self.assertIn("<th>entries</th><td>4</td>", console.text)
