@@ -190,9 +190,19 @@ def explain(codex, **filters) -> str:
     plans = []
 
     def explaining(execute, sql, params, many, context):
-        if sql.startswith("SELECT") and 'FROM "notebook_entry"' in sql:
-            context["cursor"].execute("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + sql, params)
-            plans.append("\n".join(row[0] for row in context["cursor"].fetchall()))
+        # The trigram step is one simple query of several statements, its values bound
+        # (``notebook.sql.search._bitmap_only``: planner settings, the statement, the settings
+        # put back): its statement is explained in the same query, so that the settings apply.
+        parts = sql.split("; ") if params is None else [sql]
+        reading = [i for i, part in enumerate(parts) if part.startswith("SELECT") and 'FROM "notebook_entry"' in part]
+        if reading:
+            first = reading[0]
+            parts[first] = "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + parts[first]
+            cursor = context["cursor"]
+            cursor.execute("; ".join(parts), params)
+            for _ in range(first):
+                cursor.nextset()
+            plans.append("\n".join(row[0] for row in cursor.fetchall()))
         return execute(sql, params, many, context)
 
     with connection.execute_wrapper(explaining):
