@@ -16,6 +16,7 @@ from django.db import DEFAULT_DB_ALIAS, OperationalError, connection, connection
 from django.test import TransactionTestCase
 from django.test.utils import CaptureQueriesContext
 
+import mcp_endpoint.server  # noqa: F401  (defines the metrics of the tools, which run_tool counts)
 from mcp_endpoint.boundary import run_sync
 from mcp_endpoint.results import run_tool
 from notebook import services, transactions
@@ -371,14 +372,6 @@ class AwaitedSyncTest(TransactionTestCase):
 
     def save(self, request_id: str) -> Entry:
         return services.entry_save(codex=self.codex, request_id=request_id, data=parse_entry_input({"content": "x"}))
-
-    def checkpoint_once_free(self, checkpointer: Checkpointer, mode: str = "PASSIVE") -> tuple[int, int, int]:
-        """The test's own checkpoint, asked again (bounded) while the background checkpointer
-        runs one: SQLite answers (1, -1, -1) at once when another checkpoint holds the lock."""
-        deadline = time.monotonic() + 10
-        while (result := checkpointer.checkpoint(mode)) == (1, -1, -1) and time.monotonic() < deadline:
-            time.sleep(0.01)
-        return result
 
     def test_the_call_answers_after_the_sync_and_its_thread_is_free_before(self) -> None:
         inside, release, returned = threading.Event(), threading.Event(), threading.Event()
