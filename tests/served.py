@@ -2,6 +2,7 @@
 health check, and a stop that does not hang. Imports nothing of Django, so scripts may use it."""
 
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -23,10 +24,29 @@ def missing(message: str, *, required_by: str) -> NoReturn:
     raise SkipTest(message)
 
 
+def _ephemeral_ports() -> range:
+    try:
+        low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    except (OSError, ValueError):
+        low, high = 32768, 60999
+    return range(low, high + 1)
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A port on 127.0.0.1 that is free now and that no outgoing connection will take before
+    the server it is for binds it (which may be seconds later, after a migrate): picked
+    below the range the system draws outgoing connections' local ports from, at random,
+    where port 0 would give one from inside it."""
+    ephemeral = _ephemeral_ports()
+    candidates = [port for port in range(10_000, 32_768) if port not in ephemeral]
+    for port in [*random.sample(candidates, min(100, len(candidates))), 0]:  # 0: a system without such ports
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return sock.getsockname()[1]
+    raise RuntimeError("no free port on 127.0.0.1")
 
 
 def wait_until_healthy(base: str, process: subprocess.Popen, *, path: str = "/healthz", timeout: float = 60) -> None:
