@@ -72,3 +72,18 @@ class RareWordRoundTripsTest(TransactionTestCase):
             self.assertEqual(tuple(_bitmap_only(connection, SETTINGS, [])[0]), bitmap_only)
             self.assertEqual(planner_settings(), self.defaults)
         self.assertNotEqual(self.defaults, bitmap_only)
+
+    def test_the_trigram_step_is_never_compiled_by_jit(self) -> None:
+        # A word common in other codexes makes the step's estimated cost pass jit_above_cost
+        # on a large server; here every statement's does.
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_jit_available()")
+            if not cursor.fetchone()[0]:
+                self.skipTest("this PostgreSQL server has no JIT")
+            cursor.execute("SET jit_above_cost = 0")
+        self.addCleanup(lambda: connection.cursor().execute("RESET jit_above_cost"))
+        explain = "EXPLAIN (ANALYZE, FORMAT JSON) SELECT count(*) FROM notebook_entry WHERE codex_id = %s"
+        with connection.cursor() as cursor:
+            cursor.execute(explain, [self.codex.pk])
+            self.assertIn("JIT", cursor.fetchone()[0][0])  # compiled, outside the step
+        self.assertNotIn("JIT", _bitmap_only(connection, explain, [self.codex.pk])[0][0][0])
