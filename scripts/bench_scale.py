@@ -197,7 +197,8 @@ def explain(codex, **filters) -> str:
         reading = [i for i, part in enumerate(parts) if part.startswith("SELECT") and 'FROM "notebook_entry"' in part]
         if reading:
             first = reading[0]
-            parts[first] = "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + parts[first]
+            # With the costs: without them PostgreSQL leaves out its JIT summary too.
+            parts[first] = "EXPLAIN (ANALYZE, BUFFERS) " + parts[first]
             cursor = context["cursor"]
             cursor.execute("; ".join(parts), params)
             for _ in range(first):
