@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import BigIntegerField, Exists, F, Model, OuterRef, Q, QuerySet, Value
+from django.db.models import BigIntegerField, BooleanField, Exists, F, Model, OuterRef, Q, QuerySet, Value
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast, StrIndex, Substr
 from django.db.models.lookups import GreaterThan
@@ -26,6 +26,7 @@ from notebook.prefilters import (
     PG_BITMAP_ONLY_RESTORE,
     PG_BITMAP_ONLY_SAVE,
     PG_BITMAP_ONLY_SET,
+    PG_TRIGRAM_KEYS,
     SEARCH_COLUMNS,
     SQLITE_TRIGRAM_MATCH,
     SQLITE_TRIGRAM_MATCH_AFTER,
@@ -88,7 +89,8 @@ def candidates(
     """A codex's entries with the search's filters (see ``search_candidates``), not yet
     ordered, and the column that orders them in id order (a tag's or agent's index walks
     its own entry column)."""
-    # The codex id typed bigint, like the column (the trigram indexes' btree_gin column).
+    # The codex id typed bigint, like the column. (Migration 0002's trigram indexes, which 0009
+    # replaced, led with the codex column through btree_gin, which has no bigint = integer.)
     found = Entry.objects.filter(codex_id=Cast(Value(codex_id), BigIntegerField()))
     # SQLite's trigram lookup bounds its own ids by the cursor (``SQLITE_TRIGRAM_MATCH_AFTER``).
     sqlite_trigram = prefilter == TRIGRAM and connection.vendor == "sqlite"
@@ -127,8 +129,11 @@ def candidates(
             | GreaterThan(StrIndex("search_tags_text", Value(query)), 0)
         )
     elif prefilter is not None:
-        # Django escapes %, _ and \ in ``contains``; pg_trgm's GIN indexes serve it.
-        found = found.filter(
+        # PostgreSQL's trigram step: the codex's trigram keys (migration 0009's index), then
+        # the substring by ``contains`` (Django escapes %, _ and \ in it).
+        table = connection.ops.quote_name(Entry._meta.db_table)
+        keys = RawSQL(PG_TRIGRAM_KEYS.format(table=table), [codex_id, query], output_field=BooleanField())
+        found = found.filter(keys).filter(
             Q(search_title__contains=query) | Q(search_content__contains=query) | Q(search_tags_text__contains=query)
         )
     deferred = list(NEVER_READ)

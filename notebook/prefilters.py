@@ -7,7 +7,7 @@ columns a search reads, and SQLite's trigram match (migrations 0002 and 0007).""
 # matches unless the query holds the tags' separator (it may then span two tags, and
 # ``selectors._matches`` narrows them; ``selectors._narrowed_exactly``).
 LIKE = "like"  # a substring test of each searched column, row by row along the walk (INSTR; PostgreSQL: STRPOS)
-TRIGRAM = "trigram"  # by the trigram index: SQLite's FTS5 table; PostgreSQL's GIN indexes serve a LIKE
+TRIGRAM = "trigram"  # by the trigram index: SQLite's FTS5 table; PostgreSQL's GIN index of codex trigram keys
 
 # The entry's own list that a tag or related-agent filter tests when ``tested_on_the_row``
 # (the index tables ``EntryTag`` and ``EntryRelatedAgent`` copy these lists).
@@ -30,8 +30,8 @@ def tested_on_the_row(vendor: str, prefilter: str | None) -> bool:
 # PostgreSQL's trigram step runs with these planner settings, for its one statement: no index
 # scan (the id-order walk, which the planner, judging a word by the whole table, would pick
 # for a word common in other codexes but rare in this one), no sequential scan and no
-# parallel workers (their start-up costs more than a few matches), leaving bitmap scans of
-# the per-codex trigram indexes (``selectors._indexed_candidates``). And no JIT compilation:
+# parallel workers (their start-up costs more than a few matches), leaving a bitmap scan of
+# the codex trigram keys' index (``selectors._indexed_candidates``). And no JIT compilation:
 # judged by the whole table, a word common elsewhere is a sort of hundreds of thousands of
 # rows, whose cost passes ``jit_above_cost`` on a large server, and compiling the statement's
 # expressions takes milliseconds where the few matches it sorts take a fraction of one.
@@ -53,6 +53,16 @@ PG_BITMAP_ONLY_SAVE = "SELECT " + ", ".join(
 )
 PG_BITMAP_ONLY_RESTORE = "SELECT " + ", ".join(
     f"set_config('{name}', current_setting('notebook.saved_{name}'), true)" for name in PG_BITMAP_ONLY
+)
+
+# PostgreSQL's trigram step: the entry's codex-qualified trigram keys (migration 0009's
+# index, the expression exactly as it is indexed, its keys compared bytewise) hold all of
+# the query's, which any entry of the codex whose title, content or tags' text holds the
+# query has. Its parameters: the codex id, then the normalized query. A prefilter like the
+# others: the statement still tests each column for the substring.
+PG_TRIGRAM_KEYS = (
+    "notebook_entry_trigram_keys({table}.codex_id, {table}.search_title, {table}.search_content,"
+    ' {table}.search_tags_text) COLLATE "C" @> notebook_query_trigram_keys((%s)::bigint, %s)'
 )
 
 # SQLite: the ids of entries that hold a normalized query, by the FTS5 trigram table

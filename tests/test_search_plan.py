@@ -19,7 +19,7 @@ from hypothesis.extra.django import TestCase
 from notebook import orm, search_plan, services
 from notebook.models import Codex, Entry
 from notebook.prefilters import LIKE, TRIGRAM
-from notebook.validation import parse_entry_input
+from notebook.validation import normalize_for_search, parse_entry_input
 from tests.base import NotebookTestCase
 from tests.test_selectors_search import follow, search
 
@@ -179,6 +179,20 @@ class CandidatePlansTest(NotebookTestCase):
                 self.assertNotIn("Join", plan)
                 self.assertNotIn("Nested Loop", plan)
 
+    @unittest.skipUnless(connection.vendor == "postgresql", "PostgreSQL's trigram step")
+    def test_the_trigram_step_asks_the_index_of_the_codex_trigram_keys(self) -> None:
+        # The statement's expression must be the indexed one, or the planner has no index for
+        # it. Among a codex's many entries, the few keys of a rare word are the cheapest way in.
+        self.save(content=f"a {WORD}")
+        for number in range(200):
+            self.save(content=f"note {number}")
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE notebook_entry")
+        for after in [None, uuid.UUID(int=1)]:
+            with self.subTest(after=after):
+                plan = self.explain(query=WORD, prefilter=TRIGRAM, after=after)
+                self.assertIn("Bitmap Index Scan on notebook_entry_trigram_keys", plan)
+
     @unittest.skipUnless(connection.vendor == "sqlite", "SQLite's FTS5 lookup")
     def test_past_a_cursor_sqlite_looks_up_the_matches_instead_of_walking_the_codex(self) -> None:
         self.save(content=f"a {WORD}")
@@ -237,3 +251,49 @@ class PlansAgreeAtEveryDensityTest(TestCase):
                 with PLAIN:
                     plain = listed(self.codex, pages, query=WORD, limit=limit, **filters)
                 self.assertEqual(plain, expected, setting)
+
+
+# Text as the search columns hold it: letters, digits, separators and multibyte characters
+# (which pg_trgm hashes), normalized as a save normalizes them.
+SEARCHED_TEXT = st.text(alphabet=st.sampled_from("abcxyz019 -_.,'\néßøЖж日本語🙂"), max_size=40).map(
+    normalize_for_search
+)
+
+
+@unittest.skipUnless(connection.vendor == "postgresql", "PostgreSQL's codex trigram keys (migration 0009)")
+class CodexTrigramKeysTest(TestCase):
+    """Every text that holds a query as a substring has all the query's keys in its own
+    codex, in whichever searched column it is, and none in another codex."""
+
+    def holds_keys(self, codex: int, columns: tuple[str, str, str], query_codex: int, query: str) -> bool:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT notebook_entry_trigram_keys(%s, %s, %s, %s) @> notebook_query_trigram_keys(%s, %s)",
+                [codex, *columns, query_codex, query],
+            )
+            return cursor.fetchone()[0]
+
+    @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(text=SEARCHED_TEXT, data=st.data())
+    def test_a_text_has_the_keys_of_each_of_its_substrings(self, text: str, data: st.DataObject) -> None:
+        start = data.draw(st.integers(0, len(text)))
+        end = data.draw(st.integers(start, len(text)))
+        query = text[start:end]
+        column = data.draw(st.integers(0, 2))
+        columns = tuple(text if n == column else "other" for n in range(3))
+        self.assertTrue(self.holds_keys(5, columns, 5, query), (text, query))
+        self.assertFalse(self.holds_keys(6, columns, 5, query), (text, query))
+
+    def test_a_query_padded_at_its_edges_asks_for_no_word_edge(self) -> None:
+        # Each query's start and end may fall inside a word of the text; a separator inside
+        # the query is a word edge of the text too.
+        for text, query in [
+            ("xfooy", "foo"),
+            ("barfoo", "foo"),
+            ("xaa-b-ccx", "a-b-c"),
+            ("cafés", "café"),
+            ("the foo bar", "foo b"),
+        ]:
+            with self.subTest(text=text, query=query):
+                self.assertTrue(self.holds_keys(5, ("", text, ""), 5, query))
+        self.assertFalse(self.holds_keys(5, ("", "xfoo", ""), 5, "x-foo"))

@@ -37,6 +37,7 @@ from notebook.prefilters import (
     PG_BITMAP_ONLY_RESTORE,
     PG_BITMAP_ONLY_SAVE,
     PG_BITMAP_ONLY_SET,
+    PG_TRIGRAM_KEYS,
     SEARCH_COLUMNS,
     SQLITE_TRIGRAM_MATCH,
     SQLITE_TRIGRAM_MATCH_AFTER,
@@ -75,9 +76,9 @@ class _SearchSQL:
         self.entry = quote(Entry._meta.db_table)
         self.entry_id = f"{self.entry}.{quote(Entry._meta.pk.column)}"
         self.entry_codex = f"{self.entry}.{quote(Entry._meta.get_field('codex').column)}"
-        # The codex id typed bigint, like the column: btree_gin's operator class (the codex
-        # column of the trigram indexes, migration 0002) has no bigint = integer, and a
-        # plain number would be an integer constant, leaving that column unused.
+        # The codex id typed bigint, like the column, as the ORM's queryset (``orm.candidates``)
+        # writes it. (Migration 0002's trigram indexes, which 0009 replaced, led with the codex
+        # column through btree_gin, whose operator class has no bigint = integer.)
         codex_cast = self._compile(connection, Cast(Value(0), BigIntegerField()), [0])[0]
         # Parenthesized unless it already is, as a lookup writes its right-hand side.
         self.codex_cast = codex_cast if codex_cast.startswith("(") else f"({codex_cast})"
@@ -104,6 +105,7 @@ class _SearchSQL:
             like.append(f"{lhs} {connection.operators['contains'] % '%s'}")
         self.walk = "(" + " OR ".join(walk) + ")"
         self.like = "(" + " OR ".join(like) + ")"
+        self.trigram_keys = PG_TRIGRAM_KEYS.format(table=self.entry)
         # As the ``contains`` lookup prepares its value: %, _ and \ escaped.
         self.like_value: Callable[[str], str] = lambda query: f"%{connection.ops.prep_for_like_query(query)}%"
         # The ORM's column order: the model's concrete fields, less those deferred.
@@ -202,6 +204,7 @@ class _SearchSQL:
             match = SQLITE_TRIGRAM_MATCH_AFTER if shape.after else SQLITE_TRIGRAM_MATCH
             where.append((f"{self.entry_id} IN ({match})", ("trigram",)))
         elif shape.query == TRIGRAM:
+            where.append((self.trigram_keys, ("codex", "walk")))
             where.append((self.like, ("like",) * len(_LIKE_COLUMNS)))
         conditions = " AND ".join(sql for sql, _ in where)
         if len(where) > 1:
