@@ -12,8 +12,10 @@ and EXPLAIN ANALYZE of the rare searches' candidate queries.
 (other people on the same server), where the large codex's rare word is common (in every
 other entry). The large codex's "rare query" then measures a word rare in mine but common
 elsewhere, which must cost what the large codex holds, not what the server holds.
---whole-table-trigram builds the trigram indexes as they were before they became per codex
-(one GIN over every codex), for comparison.
+The entries of all codexes are then rewritten in random order, as many people writing at
+once leave them (--in-fill-order: each codex's together, as the fill makes them). --trigram
+builds migration 0009's codex trigram keys (the default), or for comparison the indexes they
+replaced: migration 0002's (codex_id, column) indexes, or the whole-table ones before those.
 
     bash scripts/with_postgres.sh .venv/bin/python scripts/bench_scale.py
     bash scripts/with_postgres.sh .venv/bin/python scripts/bench_scale.py --entries 100000 --repeat 30
@@ -105,18 +107,52 @@ OTHERS_FILL = """
 """
 
 
-def trigram_index_statements(whole_table: bool) -> tuple[list[str], list[str]]:
-    """(drop, create) statements of migration 0002's trigram indexes, or of the old whole-table ones."""
-    migration = importlib.import_module("notebook.migrations.0002_search_trigram")
-    drop = [f"DROP INDEX IF EXISTS {name}" for name in migration.PG_INDEXES]
-    if whole_table:
+# The trigram indexes a run can build: migration 0009's (the default), migration 0002's that
+# it replaced, and the whole-table ones before those.
+LAYOUTS = ("codex-keys", "per-codex-columns", "whole-table")
+
+
+def trigram_index_statements(layout: str) -> tuple[list[str], list[str]]:
+    """(drop, create) statements of the trigram indexes of ``layout`` (any other layout's dropped)."""
+    columns = importlib.import_module("notebook.migrations.0002_search_trigram")
+    keys = importlib.import_module("notebook.migrations.0009_codex_trigram_keys")
+    drop = [f"DROP INDEX IF EXISTS {name}" for name in [*columns.PG_INDEXES, keys.INDEX]]
+    if layout == "codex-keys":
+        create = keys.create_statements(trgm_schema(), concurrently=False)
+    elif layout == "per-codex-columns":
+        create = columns.pg_create_statements()
+    else:
         create = [
             f"CREATE INDEX {name} ON notebook_entry USING gin ({column} gin_trgm_ops)"
-            for name, column in migration.PG_INDEXES.items()
+            for name, column in columns.PG_INDEXES.items()
         ]
-    else:
-        create = migration.pg_create_statements()
     return drop, create
+
+
+def trgm_schema() -> str:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace"
+            " WHERE e.extname = 'pg_trgm'"
+        )
+        return cursor.fetchone()[0]
+
+
+# The entry table rewritten in random order: where many people write at once, their entries
+# lie mixed in the table, not each codex's in one stretch as the fill leaves them (a GIN scan
+# that intersects a codex's posting list with a word's skips whole stretches of the other).
+# The rows are the same; referencing rows are left alone (their triggers off meanwhile).
+SHUFFLE = [
+    "SET session_replication_role = replica",
+    "CREATE TEMP TABLE bench_shuffled AS SELECT * FROM notebook_entry ORDER BY random()",
+    "DELETE FROM notebook_entry",
+    "VACUUM notebook_entry",
+    "INSERT INTO notebook_entry SELECT * FROM bench_shuffled",
+    "DROP TABLE bench_shuffled",
+    "SET session_replication_role = DEFAULT",
+]
 
 
 def fill(codex, entries: int) -> None:
@@ -317,8 +353,9 @@ def main() -> None:
         "--others", type=int, default=0, help="entries in other codexes, where the large codex's rare word is common"
     )
     parser.add_argument("--other-codexes", type=int, default=1_000, help="how many codexes hold --others")
+    parser.add_argument("--trigram", choices=LAYOUTS, default=LAYOUTS[0], help="which trigram indexes to build")
     parser.add_argument(
-        "--whole-table-trigram", action="store_true", help="build the old whole-table trigram indexes instead"
+        "--in-fill-order", action="store_true", help="leave each codex's entries together, as the fill makes them"
     )
     parser.add_argument("--no-explain", action="store_true")
     parser.add_argument("--metrics-only", action="store_true", help="after the fill, time only the /metrics scrape")
@@ -347,7 +384,7 @@ def main() -> None:
     large = services.codex_for_user(user=User.objects.create_user(f"large-{uuid.uuid4().hex[:8]}"))
 
     started = time.perf_counter()
-    drop, create = trigram_index_statements(args.whole_table_trigram)
+    drop, create = trigram_index_statements(args.trigram)
     with connection.cursor() as cursor:
         # Building the trigram indexes once afterwards is much faster than growing them row by row.
         for statement in drop:
@@ -369,6 +406,9 @@ def main() -> None:
         )
         small.refresh_from_db()
         large.refresh_from_db()
+        if not args.in_fill_order:
+            for statement in SHUFFLE:
+                cursor.execute(statement)
         filled = time.perf_counter()
         cursor.execute("SET maintenance_work_mem = '512MB'")
         for statement in create:
@@ -379,10 +419,10 @@ def main() -> None:
         size = cursor.fetchone()[0]
         cursor.execute(
             "SELECT pg_size_pretty(sum(pg_relation_size(indexrelid))) FROM pg_index "
-            "WHERE indexrelid::regclass::text LIKE '%%_trgm'"
+            "WHERE indexrelid::regclass::text LIKE '%%_trgm' OR indexrelid::regclass::text LIKE '%%_trigram_keys'"
         )
         trigram_size = cursor.fetchone()[0]
-    layout = "whole-table" if args.whole_table_trigram else "per-codex"
+    layout = args.trigram + ("" if args.in_fill_order else ", entries in random order")
     others = f" + {args.others:,} in {args.other_codexes:,} other codexes" if args.others else ""
     print(
         f"filled {args.entries:,} + {args.small:,}{others} entries in {filled - started:.0f} s, "
