@@ -118,7 +118,9 @@ def trigram_index_statements(layout: str) -> tuple[list[str], list[str]]:
     keys = importlib.import_module("notebook.migrations.0009_codex_trigram_keys")
     drop = [f"DROP INDEX IF EXISTS {name}" for name in [*columns.PG_INDEXES, keys.INDEX]]
     if layout == "codex-keys":
-        create = keys.create_statements(trgm_schema(), concurrently=False)
+        from django.db import connection
+
+        create = keys.create_statements(keys.trgm_schema(connection), concurrently=False)
     elif layout == "per-codex-columns":
         create = columns.pg_create_statements()
     else:
@@ -127,17 +129,6 @@ def trigram_index_statements(layout: str) -> tuple[list[str], list[str]]:
             for name, column in columns.PG_INDEXES.items()
         ]
     return drop, create
-
-
-def trgm_schema() -> str:
-    from django.db import connection
-
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace"
-            " WHERE e.extname = 'pg_trgm'"
-        )
-        return cursor.fetchone()[0]
 
 
 # The entry table rewritten in random order: where many people write at once, their entries

@@ -70,8 +70,9 @@ def create_statements(schema: str, concurrently: bool = True) -> list[str]:
     ]
 
 
-def trgm_schema(schema_editor) -> str:
-    with schema_editor.connection.cursor() as cursor:
+def trgm_schema(connection) -> str:
+    """The schema that ``pg_trgm`` was created in."""
+    with connection.cursor() as cursor:
         cursor.execute(
             "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace"
             " WHERE e.extname = 'pg_trgm'"
@@ -82,7 +83,7 @@ def trgm_schema(schema_editor) -> str:
 def create_keys_index(apps, schema_editor) -> None:
     if schema_editor.connection.vendor != "postgresql":
         return
-    for statement in create_statements(trgm_schema(schema_editor)):
+    for statement in create_statements(trgm_schema(schema_editor.connection)):
         schema_editor.execute(statement)
     for name in trigram.PG_INDEXES:
         schema_editor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
