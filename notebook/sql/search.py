@@ -105,7 +105,8 @@ class _SearchSQL:
             like.append(f"{lhs} {connection.operators['contains'] % '%s'}")
         self.walk = "(" + " OR ".join(walk) + ")"
         self.like = "(" + " OR ".join(like) + ")"
-        self.trigram_keys = PG_TRIGRAM_KEYS.format(table=self.entry)
+        # Parenthesized, as the queryset writes a boolean ``RawSQL`` (``orm.candidates``).
+        self.trigram_keys = f"({PG_TRIGRAM_KEYS.format(table=self.entry)})"
         # As the ``contains`` lookup prepares its value: %, _ and \ escaped.
         self.like_value: Callable[[str], str] = lambda query: f"%{connection.ops.prep_for_like_query(query)}%"
         # The ORM's column order: the model's concrete fields, less those deferred.
