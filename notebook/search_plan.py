@@ -7,7 +7,7 @@ The two cost what the query's density in the codex makes them cost, in opposite 
   ``needed / density`` entries: nothing for a word in every entry, the whole codex for a
   word in none;
 - the trigram index gives every match of the word in the codex (PostgreSQL's bitmap of the
-  per-codex GIN indexes; SQLite's FTS5 table, whose matches in other codexes count too),
+  codex trigram keys' GIN index; SQLite's FTS5 table, whose matches in other codexes count too),
   which are then looked up and put in id order: about ``density * entries`` matches.
 
 Neither the index nor the planner knows a word's density in one codex (PostgreSQL's
