@@ -5,7 +5,7 @@ Those indexes keep one posting list per codex and one per trigram, so a search i
 its codex's whole list with the word's lists over every codex. Where many people write at
 once, their entries lie mixed in the table, and that intersection walks both lists to their
 ends: for a word common in other codexes but rare in a large one, it cost what the server
-holds, not what the codex holds (tens of milliseconds at 2,000,000 entries).
+holds, not what the codex holds.
 
 Here each key is ``"<codex id>:<trigram>"`` (``notebook_entry_trigram_keys``), so a word's
 posting lists hold only its own codex's entries that have each trigram, and the search
