@@ -1,8 +1,9 @@
 """The fast path's one build-once-per-database cache.
 
 Every statement the fast path sends is built from the models' metadata and the backend's
-operations the first time it is used on a database alias, and kept here for the life of
-the process: ``PerDatabase.built(alias)`` runs ``build`` once per alias and object.
+operations the first time it is used on a database alias, and kept for the life of the
+object that built it (the module-level statement objects live as long as the process):
+``PerDatabase.built(alias)`` runs ``build`` once per alias and object.
 """
 
 from typing import Any
@@ -10,18 +11,21 @@ from typing import Any
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-# (the statement object, the alias) -> what its ``build`` made.
-_BUILT: dict[tuple[int, str], Any] = {}
-
 
 class PerDatabase:
-    """Statements built once per database alias: ``build`` runs on first use of an alias."""
+    """Statements built once per database alias: ``build`` runs on first use of an alias.
+
+    The builds live on the object itself, never in a table keyed by ``id()``: an address is
+    handed to a new object once the old one is freed, and the new one must not be given the
+    old one's statements.
+    """
 
     def built(self, alias: str) -> Any:
-        key = (id(self), alias)
-        built = _BUILT.get(key)
+        # vars(): subclasses need not call an __init__ of ours.
+        builds: dict[str, Any] = vars(self).setdefault("_built_per_alias", {})
+        built = builds.get(alias)
         if built is None:
-            built = _BUILT[key] = self.build(connections[alias])
+            built = builds[alias] = self.build(connections[alias])
         return built
 
     def build(self, connection: BaseDatabaseWrapper) -> Any:
