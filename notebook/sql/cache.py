@@ -20,12 +20,13 @@ class PerDatabase:
     old one's statements.
     """
 
+    def __init__(self) -> None:
+        self._builds: dict[str, Any] = {}
+
     def built(self, alias: str) -> Any:
-        # vars(): subclasses need not call an __init__ of ours.
-        builds: dict[str, Any] = vars(self).setdefault("_built_per_alias", {})
-        built = builds.get(alias)
+        built = self._builds.get(alias)
         if built is None:
-            built = builds[alias] = self.build(connections[alias])
+            built = self._builds[alias] = self.build(connections[alias])
         return built
 
     def build(self, connection: BaseDatabaseWrapper) -> Any:

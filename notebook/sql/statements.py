@@ -32,6 +32,7 @@ class KeyedRead(PerDatabase, Generic[M]):
     The keys should name a unique row (the primary key, with the codex beside it)."""
 
     def __init__(self, model: type[M], keys: Sequence[str], *, lock: bool = False) -> None:
+        super().__init__()
         self.model = model
         self.keys = list(keys)
         self.lock = lock
