@@ -120,7 +120,8 @@ def trigram_index_statements(layout: str) -> tuple[list[str], list[str]]:
     if layout == "codex-keys":
         from django.db import connection
 
-        create = keys.create_statements(keys.trgm_schema(connection), concurrently=False)
+        pending_list = importlib.import_module("notebook.migrations.0010_trigram_keys_pending_list")
+        create = [*keys.create_statements(keys.trgm_schema(connection), concurrently=False), pending_list.SET_LIMIT]
     elif layout == "per-codex-columns":
         create = columns.pg_create_statements()
     else:

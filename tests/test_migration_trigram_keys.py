@@ -1,5 +1,6 @@
-"""Migration 0009_codex_trigram_keys (PostgreSQL): entries saved before it are found by its
-index, which replaces migration 0002's three column indexes, and going back restores those."""
+"""Migrations 0009_codex_trigram_keys and 0010_trigram_keys_pending_list (PostgreSQL): entries
+saved before them are found by the codex keys' index, which replaces migration 0002's three
+column indexes and keeps a short pending list; going back restores what was."""
 
 import datetime as dt
 import unittest
@@ -12,6 +13,7 @@ from notebook.models import Codex
 from tests.migrations import before, latest, migrate, old_entry
 
 KEYS_MIGRATION = ("notebook", "0009_codex_trigram_keys")
+PENDING_LIST_MIGRATION = ("notebook", "0010_trigram_keys_pending_list")
 COLUMN_INDEXES = {"notebook_entry_title_trgm", "notebook_entry_content_trgm", "notebook_entry_tags_trgm"}
 
 
@@ -22,6 +24,13 @@ def trigram_indexes() -> set[str]:
             " AND (indexname LIKE '%%_trgm' OR indexname = 'notebook_entry_trigram_keys')"
         )
         return {name for (name,) in cursor.fetchall()}
+
+
+def keys_index_options() -> list[str] | None:
+    """The storage parameters of the codex keys' index (``None`` when it has none)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT reloptions FROM pg_class WHERE relname = 'notebook_entry_trigram_keys'")
+        return cursor.fetchone()[0]
 
 
 @unittest.skipUnless(connection.vendor == "postgresql", "a PostgreSQL index")
@@ -48,3 +57,11 @@ class TrigramKeysMigrationTest(TransactionTestCase):
         with connection.cursor() as cursor:
             cursor.execute("SELECT count(*) FROM pg_proc WHERE proname LIKE 'notebook_%%_trigram_keys'")
             self.assertEqual(cursor.fetchone()[0], 0)
+
+    def test_the_keys_index_keeps_a_short_pending_list_and_going_back_resets_it(self) -> None:
+        self.assertEqual(keys_index_options(), ["gin_pending_list_limit=256"])
+        self.addCleanup(migrate, latest())
+        migrate(before(PENDING_LIST_MIGRATION))
+        self.assertIsNone(keys_index_options())
+        migrate([PENDING_LIST_MIGRATION])
+        self.assertEqual(keys_index_options(), ["gin_pending_list_limit=256"])
