@@ -5,7 +5,7 @@ view runs, so a view's own size check comes too late: a client declaring a terab
 sending six bytes held a worker task for as long as it liked. ``BodyLimit`` wraps the
 router (``codex_site.asgi``) and, for every HTTP request:
 
-- answers 413 at once, without reading anything, when ``Content-Length`` is over the
+- answers 413 at once, without handing anything on, when ``Content-Length`` is over the
   path's limit (``limit_for``);
 - counts what arrives and stops reading once the limit is passed (a chunked body has no
   ``Content-Length``): the application gets at most one message more than the limit,
@@ -13,6 +13,17 @@ router (``codex_site.asgi``) and, for every HTTP request:
 - gives the whole body ``CODEX_BODY_TIMEOUT_SECONDS`` to arrive from the moment the
   request's headers did; past that the application is told the client went away, and
   the client gets 408.
+
+A 413 keeps the connection open (``LINGER_MAX_BYTES``): a client that sends its whole body
+without waiting for an answer, as most do, is still sending when the 413 goes out, and a
+server that then closed with the rest unread would make the kernel reset the connection; the
+reset can reach the client before it reads the answer, which is then lost. uvicorn reads and
+discards what is left of a body once the answer to it is complete, and closes a connection
+that is idle past its keep-alive timeout (``CODEX_KEEPALIVE_SECONDS``) from the answer on: the
+lingering close that nginx makes, bounded in time. The connection is closed with the answer
+when lingering cannot help: a client waiting for ``100 Continue`` sends nothing more, and a
+body declared past ``LINGER_MAX_BYTES`` is not worth reading; so does a 408, whose client has
+stopped sending.
 
 Once the body is complete, ``receive`` is passed through untouched (Django and the SDK
 then wait on it for the client's disconnect, which must not time out). uvicorn has no
@@ -38,6 +49,9 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 IMPORT_PATH = "/codex/import/"
+# The largest declared body whose rest is read and discarded after a 413, so that its client
+# reads the answer: the import's limit twice over (a larger one is closed at once).
+LINGER_MAX_BYTES = 64 * 1024 * 1024
 
 
 def limit_for(path: str) -> int:
@@ -49,9 +63,14 @@ def limit_for(path: str) -> int:
     return settings.CODEX_BODY_MAX_BYTES
 
 
-def _refusal(scope: Scope, status: int, message: str) -> tuple[list[tuple[bytes, bytes]], bytes]:
-    """A short answer for a client that is not told anything else: HTML for a browser, JSON otherwise."""
-    accept = next((value for name, value in scope.get("headers", ()) if name == b"accept"), b"")
+def _header(scope: Scope, name: bytes) -> bytes | None:
+    return next((value for key, value in scope.get("headers", ()) if key == name), None)
+
+
+def _refusal(scope: Scope, status: int, message: str, close: bool) -> tuple[list[tuple[bytes, bytes]], bytes]:
+    """A short answer for a client that is not told anything else: HTML for a browser, JSON
+    otherwise; ``close``: the connection closes with it (else the server reads on)."""
+    accept = _header(scope, b"accept") or b""
     if b"text/html" in accept:
         title = "Request too large" if status == 413 else "Request timed out"
         body = f"<!doctype html><title>{title}</title><h1>{title}</h1><p>{message}</p>".encode()
@@ -60,17 +79,22 @@ def _refusal(scope: Scope, status: int, message: str) -> tuple[list[tuple[bytes,
         error = "request_too_large" if status == 413 else "request_timeout"
         body = json.dumps({"error": error, "error_description": message}).encode()
         content_type = b"application/json"
-    headers = [
-        (b"content-type", content_type),
-        (b"content-length", str(len(body)).encode()),
-        # The rest of the body is never read, so the connection cannot carry another request.
-        (b"connection", b"close"),
-    ]
+    headers = [(b"content-type", content_type), (b"content-length", str(len(body)).encode())]
+    if close:
+        headers.append((b"connection", b"close"))
     return headers, body
 
 
-async def _answer(scope: Scope, send: Send, status: int, message: str) -> None:
-    headers, body = _refusal(scope, status, message)
+def _lingers(scope: Scope, declared: int) -> bool:
+    """Whether the rest of a body refused unread is worth reading (the module's docstring)."""
+    expect = _header(scope, b"expect")
+    if expect is not None and expect.lower() == b"100-continue":
+        return False
+    return declared <= LINGER_MAX_BYTES
+
+
+async def _answer(scope: Scope, send: Send, status: int, message: str, *, close: bool = True) -> None:
+    headers, body = _refusal(scope, status, message, close)
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body, "more_body": False})
 
@@ -86,11 +110,12 @@ class BodyLimit:
             await self.app(scope, receive, send)
             return
         limit = limit_for(scope.get("path", ""))
-        declared = next((value for name, value in scope.get("headers", ()) if name == b"content-length"), None)
+        declared = _header(scope, b"content-length")
         if declared is not None:
             length = ascii_int(declared.decode("latin-1"), max_value=10**30)
             if length is not None and length > limit:
-                await _answer(scope, send, 413, f"The request body is over the limit of {limit} bytes.")
+                message = f"The request body is over the limit of {limit} bytes."
+                await _answer(scope, send, 413, message, close=not _lingers(scope, length))
                 return
 
         timeout = settings.CODEX_BODY_TIMEOUT_SECONDS
@@ -150,6 +175,7 @@ class BodyLimit:
         await self.app(scope, bounded_receive, watched_send)
         if refused is not None and not started:
             if refused == 413:
-                await _answer(scope, send, 413, f"The request body is over the limit of {limit} bytes.")
+                # A chunked body (a declared one is refused above), which its client is sending.
+                await _answer(scope, send, 413, f"The request body is over the limit of {limit} bytes.", close=False)
             else:
                 await _answer(scope, send, 408, f"The request body did not arrive within {timeout} seconds.")

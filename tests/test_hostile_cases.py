@@ -290,6 +290,45 @@ class LyingContentLengthTest(LiveHostileCase):
                 answer, took = raw_request(self.live.port, head, b"abcdef", wait=10)
                 self.assertTrue(answer.startswith(b"HTTP/1.1 413"), answer[:200])
                 self.assertLess(took, 5)
+                # Not worth reading on: the connection closes with the answer.
+                self.assertIn(b"connection: close", answer.lower())
+
+    def test_a_client_that_sends_all_of_an_oversized_body_reads_its_413(self) -> None:
+        # The whole body goes out at once, as a client that does not wait for an answer sends
+        # it. A server that answered and closed with most of it unread would reset the
+        # connection, and the client, still sending, would get the reset instead of the 413.
+        body = b"x" * (32 * 1024 * 1024)
+        for path in ["/mcp", "/accounts/login/"]:
+            with self.subTest(path=path):
+                head = (
+                    f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{self.live.port}\r\n"
+                    f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+                ).encode()
+                answer, _ = raw_request(self.live.port, head, body, wait=30)
+                self.assertTrue(answer.startswith(b"HTTP/1.1 413"), answer[:200])
+                self.assertNotIn(b"connection: close", answer.lower())
+
+    def test_a_chunked_client_that_sends_all_of_an_oversized_body_reads_its_413(self) -> None:
+        with self.settings(CODEX_BODY_MAX_BYTES=1000):
+            head = (
+                f"POST /accounts/login/ HTTP/1.1\r\nHost: 127.0.0.1:{self.live.port}\r\n"
+                "Content-Type: application/x-www-form-urlencoded\r\nTransfer-Encoding: chunked\r\n\r\n"
+            ).encode()
+            chunk = b"100000\r\n" + b"a" * 0x100000 + b"\r\n"
+            answer, _ = raw_request(self.live.port, head, chunk * 32 + b"0\r\n\r\n", wait=30)
+        self.assertTrue(answer.startswith(b"HTTP/1.1 413"), answer[:200])
+
+    def test_a_client_that_waits_to_be_told_to_send_is_refused_and_closed(self) -> None:
+        # Expect: 100-continue: the client sends nothing more until told to, so the answer
+        # closes the connection and nothing is left to read.
+        head = (
+            f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{self.live.port}\r\nExpect: 100-continue\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {2 * 1024 * 1024}\r\n\r\n"
+        ).encode()
+        answer, took = raw_request(self.live.port, head, wait=10)
+        self.assertTrue(answer.startswith(b"HTTP/1.1 413"), answer[:200])
+        self.assertIn(b"connection: close", answer.lower())
+        self.assertLess(took, 5)
 
     def test_a_body_that_never_finishes_gets_408(self) -> None:
         with self.settings(CODEX_BODY_TIMEOUT_SECONDS=1):
