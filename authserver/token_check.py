@@ -13,12 +13,17 @@ calls, so revocation, expiry or a deactivated user take effect on the very next 
 The query has two versions, like the notebook's (``notebook.store``): SQL built once per
 database (``notebook.sql``: the ORM spent more time compiling this three-join query on every
 call than the database spent answering it) and, with ``CODEX_FAST_PATH=0``, the queryset.
+
+On the fast path the check's statement can carry the call's first read (``ReadAhead``: a get's
+entry, joined on the token's codex), so that the check and the read are one round trip. The
+row is handed over as the check reads it, before the token is judged: only a call whose check
+then passes goes on to use it.
 """
 
 import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from django.conf import settings
 from django.contrib.auth.base_user import AbstractBaseUser
@@ -67,11 +72,32 @@ def token_checksum(raw_token: str) -> str:
     return hashlib.sha256(raw_token.encode("utf-8")).hexdigest()
 
 
+class ReadAheadKind(Protocol):
+    def joined(self, connection: BaseDatabaseWrapper, table: str, given: dict[str, str]) -> tuple[str, Any, list]:
+        """``(LEFT JOIN clause, its ModelColumns, the fields of its parameters)`` with
+        ``given["codex_id"]`` the SQL of the token's codex key (``KeyedRead.joined``)."""
+
+
+class ReadAhead(Protocol):
+    """A read of the token's codex that rides in the check's statement (``notebook.store``)."""
+
+    kind: ReadAheadKind  # one statement is built per database and kind
+    values: tuple[Any, ...]
+
+    def take(self, instance: Any) -> None:
+        """The row the statement read (None: no such row), as the check reads the token."""
+
+
 class _TokenQuery(PerDatabase):
     """The check's one query as SQL: the token's expiry, scopes and resource, its user, the
     user's codex and the application's id, client_id and name, in one statement, built from
     the models' metadata (so swapped models and quoting still hold). Values go through the
-    converters the ORM applies, and rows become instances as ``select_related`` makes them."""
+    converters the ORM applies, and rows become instances as ``select_related`` makes them.
+    ``ahead``: the kind of read the statement carries, joined last (or none)."""
+
+    def __init__(self, ahead: ReadAheadKind | None = None) -> None:
+        super().__init__()
+        self.ahead = ahead
 
     def build(self, connection: BaseDatabaseWrapper) -> dict[str, Any]:
         quote = connection.ops.quote_name
@@ -91,7 +117,15 @@ class _TokenQuery(PerDatabase):
         user = ModelColumns(User, "u", connection, user_columns)
         codex = ModelColumns(Codex, "c", connection, ("id", codex_link.field.name, "entry_count"))
         application = ModelColumns(Application, "a", connection, ("id", "client_id", "name"))
-        columns = token.sql + user.sql + codex.sql + application.sql
+        parts = [token, user, codex, application]
+        ahead_join, ahead_fields = "", []
+        if self.ahead is not None:
+            ahead_join, ahead_columns, ahead_fields = self.ahead.joined(
+                connection, "r", {"codex_id": f"c.{quote(Codex._meta.pk.column)}"}
+            )
+            parts.append(ahead_columns)
+            ahead_join = " " + ahead_join
+        columns = [column for part in parts for column in part.sql]
         sql = (
             f"SELECT {', '.join(columns)} FROM {quote(AccessToken._meta.db_table)} t"
             f" LEFT JOIN {quote(User._meta.db_table)} u"
@@ -100,16 +134,26 @@ class _TokenQuery(PerDatabase):
             f" ON c.{quote(codex_link.field.column)} = u.{quote(codex_link.field.target_field.column)}"
             f" LEFT JOIN {quote(Application._meta.db_table)} a"
             f" ON a.{quote(Application._meta.pk.column)} = t.{quote(application_link.column)}"
+            f"{ahead_join}"
             f" WHERE t.{quote(AccessToken._meta.get_field('token_checksum').column)} = %s"
         )
-        return {"sql": sql, "parts": (token, user, codex, application), "codex_link": codex_link}
+        return {"sql": sql, "parts": parts, "codex_link": codex_link, "ahead_fields": ahead_fields}
 
-    def fetch(self, checksum: str) -> Any:
-        """The token with its user (and the user's codex) and application, or None."""
+    def fetch(self, checksum: str, ahead: ReadAhead | None = None) -> Any:
+        """The token with its user (and the user's codex) and application, or None; ``ahead``
+        (of this query's kind) takes its row."""
         alias = router.db_for_read(get_access_token_model())
         built = self.built(alias)
         connection = connections[alias]
-        row = run(connection, built["sql"], [checksum], fetchone)
+        params = [checksum]
+        if ahead is not None:
+            # The join's parameters come before the WHERE clause's.
+            fields = built["ahead_fields"]
+            params = [
+                field.get_db_prep_value(value, connection) for field, value in zip(fields, ahead.values, strict=True)
+            ]
+            params.append(checksum)
+        row = run(connection, built["sql"], params, fetchone)
         if row is None:
             return None
         instances = []
@@ -117,6 +161,8 @@ class _TokenQuery(PerDatabase):
         for part in built["parts"]:
             instances.append(part.instance(row[start : start + len(part)], connection))
             start += len(part)
+        if ahead is not None:
+            ahead.take(instances.pop())
         token, user, codex, application = instances
         codex_link = built["codex_link"]
         if user is not None:
@@ -131,11 +177,18 @@ class _TokenQuery(PerDatabase):
 
 
 _TOKEN_QUERY = _TokenQuery()
+# The check's statement with each kind of read ahead, made on its first use.
+_WITH_READ_AHEAD: dict[Any, _TokenQuery] = {}
 
 
-def _read_token(checksum: str) -> Any:
+def _read_token(checksum: str, ahead: ReadAhead | None) -> Any:
     if settings.CODEX_FAST_PATH:
-        return _TOKEN_QUERY.fetch(checksum)
+        if ahead is None:
+            return _TOKEN_QUERY.fetch(checksum)
+        query = _WITH_READ_AHEAD.get(ahead.kind)
+        if query is None:
+            query = _WITH_READ_AHEAD.setdefault(ahead.kind, _TokenQuery(ahead.kind))
+        return query.fetch(checksum, ahead)
     return (
         get_access_token_model()
         .objects.select_related("user__codex", "application")
@@ -144,10 +197,11 @@ def _read_token(checksum: str) -> Any:
     )
 
 
-def check_access_token(checksum: str, scopes: Iterable[str] = ()) -> TokenGrant:
+def check_access_token(checksum: str, scopes: Iterable[str] = (), ahead: ReadAhead | None = None) -> TokenGrant:
     """Re-read the token from the database (one query) and check it, then the scopes the call
-    needs: raise ``TokenRejected`` or ``ScopesMissing``, or return what the token grants."""
-    token = _read_token(checksum)
+    needs: raise ``TokenRejected`` or ``ScopesMissing``, or return what the token grants.
+    ``ahead``: a read for the same statement to make, on the fast path (the module's docstring)."""
+    token = _read_token(checksum, ahead)
     if token is None:
         # Unknown and revoked look the same: DOT deletes revoked access tokens.
         raise TokenRejected("The access token is not recognized or has been revoked")

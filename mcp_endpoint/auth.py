@@ -25,6 +25,7 @@ from authserver import ratelimit, token_check
 from authserver.scopes import ALL_SCOPES as ALL_SCOPES
 from authserver.scopes import READ as READ
 from authserver.scopes import WRITE as WRITE
+from authserver.token_check import ReadAhead as ReadAhead
 from authserver.token_check import ScopesMissing as ScopesMissing
 from authserver.token_check import TokenGrant as TokenGrant
 from authserver.token_check import TokenRejected as TokenRejected
@@ -39,10 +40,11 @@ TOKEN_SCOPE_KEY = "codex.token"
 REFUSAL_META = "codex/refusal"
 
 
-def check_token_checksum(checksum: str, scopes: Iterable[str] = ()) -> TokenGrant:
+def check_token_checksum(checksum: str, scopes: Iterable[str] = (), ahead: ReadAhead | None = None) -> TokenGrant:
     """The token check (one query), by the token's checksum: raises ``TokenRejected`` (401),
-    ``ScopesMissing`` (403) or a ``DatabaseError`` (503), or returns the grant."""
-    return token_check.check_access_token(checksum, scopes)
+    ``ScopesMissing`` (403) or a ``DatabaseError`` (503), or returns the grant. ``ahead``:
+    the tool's read, made in the same statement (``authserver.token_check``)."""
+    return token_check.check_access_token(checksum, scopes, ahead)
 
 
 def check_bearer_token(raw_token: str, scopes: Iterable[str] = ()) -> TokenGrant:

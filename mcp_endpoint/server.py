@@ -47,14 +47,14 @@ codex_metrics.define_tool_calls(TOOLS_BY_NAME, OUTCOMES)
 _LISTING = types.ListToolsResult(tools=[types.Tool.model_validate(tool.listing()) for tool in TOOLS])
 
 
-def _grant_for(tool: Tool, call: auth.TokenGrant | None) -> auth.TokenGrant:
+def _grant_for(tool: Tool, call: auth.TokenGrant | None, ahead: auth.ReadAhead | None) -> auth.TokenGrant:
     """Check afresh (one query), with the tool's scopes, the token of a grant the guard checked."""
     if call is None:
         raise Unauthenticated("This call carries no access token")
     checksum = call.token_checksum
     needed = [scope for scope in auth.ALL_SCOPES if scope in tool.scopes]
     try:
-        return auth.check_token_checksum(checksum, needed)
+        return auth.check_token_checksum(checksum, needed, ahead)
     except auth.TokenRejected as rejected:
         raise Unauthenticated(rejected.description) from None
     except auth.ScopesMissing as lacking:
@@ -62,11 +62,11 @@ def _grant_for(tool: Tool, call: auth.TokenGrant | None) -> auth.TokenGrant:
         raise PermissionDenied(f"The access token lacks the scope {missing} needed by {tool.name}") from None
 
 
-def _refusal(tool: Tool, checksum: str) -> Refusal | auth.TokenGrant:
+def _refusal(tool: Tool, checksum: str, ahead: auth.ReadAhead | None) -> Refusal | auth.TokenGrant:
     """A single call's token check: the grant, or the refusal the guard answers over HTTP."""
     needed = [scope for scope in auth.ALL_SCOPES if scope in tool.scopes]
     try:
-        return auth.check_token_checksum(checksum, needed)
+        return auth.check_token_checksum(checksum, needed, ahead)
     except auth.TokenRejected as rejected:
         return Refusal(401, rejected.description)
     except auth.ScopesMissing as lacking:
@@ -81,15 +81,18 @@ def _execute(
 ) -> dict[str, Any] | Refusal:
     """Inside the worker thread (one hop per call): check the token afresh, then run the service."""
     tool = TOOLS_BY_NAME[name]  # check_call has refused unknown names
+    # The tool's first read rides in the token check's statement; it is used only below,
+    # once the check has passed.
+    ahead = tool.read_ahead(arguments) if tool.read_ahead is not None else None
     # The token first: arguments are judged only for a caller allowed to call the tool.
     with tracing.span("codex.token_check"):
         if isinstance(call, str):
-            checked = _refusal(tool, call)
+            checked = _refusal(tool, call, ahead)
             if isinstance(checked, Refusal):
                 return checked
             grant = checked
         else:
-            grant = _grant_for(tool, call)
+            grant = _grant_for(tool, call, ahead)
     if retry_after := auth.tool_call_retry_after(grant.token_checksum):
         codex_metrics.limit_refused("tool_calls_per_minute")
         raise ResourceExhausted(
@@ -102,7 +105,7 @@ def _execute(
         codex = services.codex_for_user(user=grant.user)
         if record is not None:
             record.codex_id = codex.pk
-        return tool.adapter(codex, arguments, auth.writer_of(grant))
+        return tool.adapter(codex, arguments, auth.writer_of(grant), ahead)
 
 
 async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> dict[str, Any]:

@@ -8,7 +8,9 @@ from ``TOOLS``; nothing else names a tool.
 
 Each adapter is synchronous and runs inside the one sync boundary
 (``mcp_endpoint.boundary``); it turns arguments into notebook inputs and the
-notebook's answer into the tool's result object.
+notebook's answer into the tool's result object. A tool may name a read for the token
+check's statement to make ahead of it (``read_ahead``, get's entry: one round trip for the
+check and the read); its adapter is then given what was read.
 """
 
 from collections.abc import Callable
@@ -25,6 +27,7 @@ from mcp_endpoint.schemas import (
     UPDATE_INPUT,
 )
 from notebook import selectors, services
+from notebook.exceptions import InvalidArgument
 from notebook.limits import CANDIDATES_PER_PAGE, thousands
 from notebook.models import Codex
 from notebook.representations import entry_dict, search_page_dict
@@ -37,8 +40,12 @@ from notebook.validation import (
 )
 from notebook.writers import Writer
 
-# (the caller's codex, the tool's arguments, who the call writes as) -> the result object.
-ToolAdapter = Callable[[Codex, dict[str, Any], Writer], dict[str, Any]]
+# (the caller's codex, the tool's arguments, who the call writes as, what the token check
+# read ahead for it or None) -> the result object.
+ToolAdapter = Callable[[Codex, dict[str, Any], Writer, Any], dict[str, Any]]
+# The tool's arguments -> a read ahead for the token check (``authserver.token_check.ReadAhead``),
+# or None: no read ahead for these arguments (the adapter judges them as ever).
+ReadAheadOf = Callable[[dict[str, Any]], Any]
 
 
 SAVE_TITLE = "Save a field note"
@@ -50,7 +57,7 @@ SAVE_TEXT = (
 )
 
 
-def save(codex: Codex, arguments: dict[str, Any], writer: Writer) -> dict[str, Any]:
+def save(codex: Codex, arguments: dict[str, Any], writer: Writer, ahead: None) -> dict[str, Any]:
     request_id = parse_request_id(arguments["requestId"])
     data = parse_entry_input(arguments["entry"])
     return {"entry": entry_dict(services.entry_save(codex=codex, request_id=request_id, data=data, writer=writer))}
@@ -63,9 +70,19 @@ GET_TEXT = (
 )
 
 
-def get(codex: Codex, arguments: dict[str, Any], writer: Writer) -> dict[str, Any]:
+def get_read_ahead(arguments: dict[str, Any]) -> selectors.EntryReadAhead | None:
+    try:
+        entry_id = parse_entry_id(arguments.get("id"))
+    except InvalidArgument:
+        return None  # judged by the adapter, once the token is
+    return selectors.entry_read_ahead(entry_id)
+
+
+def get(
+    codex: Codex, arguments: dict[str, Any], writer: Writer, ahead: selectors.EntryReadAhead | None
+) -> dict[str, Any]:
     entry_id = parse_entry_id(arguments["id"])
-    return {"entry": entry_dict(selectors.entry_get(codex=codex, entry_id=entry_id))}
+    return {"entry": entry_dict(selectors.entry_get(codex=codex, entry_id=entry_id, ahead=ahead))}
 
 
 SEARCH_TITLE = "Search field notes"
@@ -80,7 +97,7 @@ SEARCH_TEXT = (
 )
 
 
-def search(codex: Codex, arguments: dict[str, Any], writer: Writer) -> dict[str, Any]:
+def search(codex: Codex, arguments: dict[str, Any], writer: Writer, ahead: None) -> dict[str, Any]:
     params = parse_search_params(
         query=arguments.get("query"),
         tag=arguments.get("tag"),
@@ -100,7 +117,7 @@ UPDATE_TEXT = (
 )
 
 
-def update(codex: Codex, arguments: dict[str, Any], writer: Writer) -> dict[str, Any]:
+def update(codex: Codex, arguments: dict[str, Any], writer: Writer, ahead: None) -> dict[str, Any]:
     entry_id = parse_entry_id(arguments["id"])
     expected = parse_expected_revision(arguments["expectedRevision"])
     data = parse_entry_input(arguments["entry"])
@@ -120,6 +137,7 @@ class Tool:
     annotations: dict[str, bool]
     scopes: frozenset[str]
     adapter: ToolAdapter
+    read_ahead: ReadAheadOf | None = None
 
     @property
     def description(self) -> str:
@@ -146,11 +164,11 @@ _READING = {"readOnlyHint": True, "idempotentHint": True}
 _REPLACING = {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False}
 
 # One row per tool, in tools/list order: name, title, summary (the description without
-# its "Needs" sentence), input and output schema, annotations, scopes, adapter. Each
-# tool's words stand beside its adapter above.
+# its "Needs" sentence), input and output schema, annotations, scopes, adapter (and read
+# ahead). Each tool's words stand beside its adapter above.
 TOOLS: tuple[Tool, ...] = (
     Tool("field_notes_save", SAVE_TITLE, SAVE_TEXT, SAVE_INPUT, ENTRY_RESULT, _SAVING, _WRITES, save),
-    Tool("field_notes_get", GET_TITLE, GET_TEXT, GET_INPUT, ENTRY_RESULT, _READING, _READS, get),
+    Tool("field_notes_get", GET_TITLE, GET_TEXT, GET_INPUT, ENTRY_RESULT, _READING, _READS, get, get_read_ahead),
     Tool("field_notes_search", SEARCH_TITLE, SEARCH_TEXT, SEARCH_INPUT, SEARCH_RESULT, _READING, _READS, search),
     Tool("field_notes_update", UPDATE_TITLE, UPDATE_TEXT, UPDATE_INPUT, ENTRY_RESULT, _REPLACING, _WRITES, update),
 )

@@ -38,9 +38,17 @@ class SearchPage:
     has_more: bool
 
 
-def entry_get(*, codex: Codex, entry_id: uuid.UUID) -> Entry:
-    """The entry with full content, or ``not_found`` if it is missing or in another codex."""
-    entry = store.entry_by_id(codex.pk, entry_id)
+# Made before the token check, which reads the entry in its own statement (``store``).
+EntryReadAhead = store.EntryReadAhead
+entry_read_ahead = store.entry_read_ahead
+
+
+def entry_get(*, codex: Codex, entry_id: uuid.UUID, ahead: EntryReadAhead | None = None) -> Entry:
+    """The entry with full content, or ``not_found`` if it is missing or in another codex.
+    ``ahead``: the entry as the token check read it, if it did."""
+    answered, entry = ahead.entry_for(codex.pk, entry_id) if ahead is not None else (False, None)
+    if not answered:
+        entry = store.entry_by_id(codex.pk, entry_id)
     if entry is None:
         raise NotFound(NOT_FOUND_MESSAGE)
     return entry

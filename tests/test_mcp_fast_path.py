@@ -29,7 +29,7 @@ from notebook.validation import parse_entry_input
 from tests.clocks import one_rate_window
 from tests.http_client import LEGACY, MODERN, call_tool
 from tests.live import LiveServerTestCase
-from tests.mcp_client import success_of
+from tests.mcp_client import error_of, success_of
 
 AccessToken = get_access_token_model()
 SAVE_ARGS = {"requestId": "r1", "entry": {"content": "hello", "tags": ["a"]}}
@@ -197,7 +197,11 @@ class StatementsPerToolTest(TransactionTestCase):
         sql = self.statements(name, arguments)
         self.assertEqual(len(sql), expected, "\n".join(sql))
 
-    def test_get_is_the_token_and_the_entry(self) -> None:
+    def test_get_reads_the_entry_in_the_token_checks_statement(self) -> None:
+        self.assert_statements("field_notes_get", {"id": str(self.entry.id)}, 1)
+
+    @override_settings(CODEX_FAST_PATH=False)
+    def test_the_plain_path_reads_the_token_and_the_entry_apart(self) -> None:
         self.assert_statements("field_notes_get", {"id": str(self.entry.id)}, 2)
 
     # On PostgreSQL a save and an update are one statement each (notebook.sql.writes).
@@ -233,6 +237,70 @@ class StatementsPerToolTest(TransactionTestCase):
             result = call_unchecked(self.token, "field_notes_save", arguments)
         self.assertEqual(success_of(result)["entry"]["id"], str(self.entry.id))
         self.assertEqual(Entry.objects.count(), 1)
+
+
+@override_settings(CODEX_TOOL_CALLS_PER_MINUTE=1_000_000)
+class ReadAheadTest(TransactionTestCase):
+    """A get's entry is read in the token check's own statement, before the token is judged:
+    it answers only for the token's own codex, and only once the check has passed."""
+
+    def setUp(self) -> None:
+        users = get_user_model().objects
+        self.alice, self.bob = users.create_user("alice"), users.create_user("bob")
+        self.bobs = services.entry_save(
+            codex=services.codex_for_user(user=self.bob),
+            request_id="b",
+            data=parse_entry_input({"content": "bob's secret"}),
+        )
+        self.alices = services.entry_save(
+            codex=services.codex_for_user(user=self.alice),
+            request_id="a",
+            data=parse_entry_input({"content": "alice's note"}),
+        )
+
+    def get(self, token: str, entry_id: str) -> Any:
+        return call_unchecked(token, "field_notes_get", {"id": entry_id})
+
+    def test_the_tokens_own_entry_is_read(self) -> None:
+        token = mint_access_token(user=self.alice, scopes=["notes:read"], lifetime=dt.timedelta(hours=1))
+        self.assertEqual(success_of(self.get(token, str(self.alices.id)))["entry"]["content"], "alice's note")
+
+    def test_another_codexs_entry_is_not_found(self) -> None:
+        token = mint_access_token(user=self.alice, scopes=["notes:read"], lifetime=dt.timedelta(hours=1))
+        self.assertEqual(error_of(self.get(token, str(self.bobs.id)))["code"], "not_found")
+
+    def test_a_refused_token_gets_its_refusal_and_never_the_entry(self) -> None:
+        expired = mint_access_token(user=self.bob, scopes=["notes:read"], lifetime=dt.timedelta(hours=1))
+        AccessToken.objects.filter(token_checksum=token_checksum(expired)).update(
+            expires=dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+        )
+        write_only = mint_access_token(user=self.bob, scopes=["notes:write"], lifetime=dt.timedelta(hours=1))
+        valid = mint_access_token(user=self.bob, scopes=["notes:read"], lifetime=dt.timedelta(hours=1))
+
+        def deactivate_bob() -> None:
+            get_user_model().objects.filter(pk=self.bob.pk).update(is_active=False)
+
+        for token, status, before in [(expired, 401, None), (write_only, 403, None), (valid, 401, deactivate_bob)]:
+            with self.subTest(status=status, deactivated=before is not None):
+                if before is not None:
+                    before()
+                result = self.get(token, str(self.bobs.id))
+                self.assertEqual(result.meta[auth.REFUSAL_META]["status"], status)
+                self.assertNotIn("secret", result.model_dump_json())
+
+    def test_a_user_without_a_codex_yet_gets_not_found(self) -> None:
+        carol = get_user_model().objects.create_user("carol")
+        token = mint_access_token(user=carol, scopes=["notes:read"], lifetime=dt.timedelta(hours=1))
+        for entry_id in (str(uuid.uuid4()), str(self.bobs.id)):
+            with self.subTest(entry_id=entry_id):
+                self.assertEqual(error_of(self.get(token, entry_id))["code"], "not_found")
+
+    def test_an_id_that_is_no_uuid_is_an_invalid_argument(self) -> None:
+        token = mint_access_token(user=self.alice, scopes=["notes:read"], lifetime=dt.timedelta(hours=1))
+        with CaptureQueriesContext(connection) as captured:
+            result = self.get(token, "not-a-uuid")
+        self.assertEqual(error_of(result)["code"], "invalid_argument")
+        self.assertNotIn("notebook_entry", " ".join(query["sql"] for query in captured.captured_queries))
 
 
 class BatchedRateLimitTest(SimpleTestCase):

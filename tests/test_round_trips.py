@@ -3,8 +3,9 @@ protocol: the server ends its answer to each request with ReadyForQuery, so thes
 what the worker waits on (BEGIN and COMMIT included, which Django's query log does not
 show). On PostgreSQL a save and an update are one statement each (``notebook.sql.writes``),
 sent in autocommit; the token check before them is the tool's own round trip and not
-counted here."""
+counted here. A get's entry is read in the token check's statement: the whole call is one."""
 
+import datetime as dt
 import tempfile
 import unittest
 import uuid
@@ -16,6 +17,9 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 from django.test import TransactionTestCase, override_settings
 
+from authserver.tokens import mint_access_token
+from mcp_endpoint import server
+from mcp_endpoint.auth import token_checksum
 from notebook import services
 from notebook.exceptions import Conflict, NotFound, ResourceExhausted
 from notebook.models import EntryRelatedAgent, EntryTag
@@ -80,6 +84,18 @@ class RoundTripsTest(TransactionTestCase):
             expected_revision=expected,
             data=parse_entry_input(entry),
         )
+
+    @override_settings(CODEX_TOOL_CALLS_PER_MINUTE=1_000_000)
+    def test_a_get_call_with_its_token_check_is_one_round_trip(self) -> None:
+        raw_token = mint_access_token(user=self.codex.owner, scopes=["notes:read"], lifetime=dt.timedelta(hours=1))
+        token = token_checksum(raw_token)
+        arguments = {"id": str(self.entry.id)}
+        results: list[dict] = []
+        for _ in range(3):  # past the threshold at which the statement is prepared
+            self.assertEqual(
+                round_trips(lambda: results.append(server._execute("field_notes_get", arguments, token))), 1
+            )
+        self.assertEqual([result["entry"]["id"] for result in results], [str(self.entry.id)] * 3)
 
     def test_a_save_is_one_round_trip(self) -> None:
         entry = {"content": "x", "title": "t", "tags": ["a", "b"], "relatedAgentIds": ["y"], "provenance": {"p": 1}}

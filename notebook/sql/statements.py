@@ -48,6 +48,26 @@ class KeyedRead(PerDatabase, Generic[M]):
             sql += " FOR UPDATE"
         return sql, columns, key_fields
 
+    def joined(
+        self, connection: BaseDatabaseWrapper, table: str, given: Mapping[str, str]
+    ) -> tuple[str, ModelColumns[M], list[Field]]:
+        """This read as a ``LEFT JOIN`` of another statement, under the name ``table``: the keys
+        in ``given`` equal that statement's SQL expressions, the others are parameters (in the
+        order of ``keys``). Its columns are all NULL where no row matches (``instance`` gives
+        None)."""
+        quote = connection.ops.quote_name
+        columns = ModelColumns(self.model, table, connection)
+        conditions, parameters = [], []
+        for name in self.keys:
+            field = self.model._meta.get_field(name)
+            if name in given:
+                conditions.append(f"{table}.{quote(field.column)} = {given[name]}")
+            else:
+                conditions.append(f"{table}.{quote(field.column)} = %s")
+                parameters.append(field)
+        join = f"LEFT JOIN {quote(self.model._meta.db_table)} {table} ON {' AND '.join(conditions)}"
+        return join, columns, parameters
+
     def first(self, *values: Any) -> M | None:
         """The row whose keys equal ``values`` (in the order of ``keys``), or None."""
         alias = router.db_for_write(self.model) if self.lock else router.db_for_read(self.model)
