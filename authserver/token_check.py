@@ -21,7 +21,7 @@ then passes goes on to use it.
 """
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -73,7 +73,7 @@ def token_checksum(raw_token: str) -> str:
 
 
 class ReadAheadKind(Protocol):
-    def joined(self, connection: BaseDatabaseWrapper, table: str, given: dict[str, str]) -> tuple[str, Any, list]:
+    def joined(self, connection: BaseDatabaseWrapper, table: str, given: Mapping[str, str]) -> tuple[str, Any, list]:
         """``(LEFT JOIN clause, its ModelColumns, the fields of its parameters)`` with
         ``given["codex_id"]`` the SQL of the token's codex key (``KeyedRead.joined``)."""
 

@@ -38,11 +38,9 @@ class KeyedRead(PerDatabase, Generic[M]):
         self.lock = lock
 
     def build(self, connection: BaseDatabaseWrapper) -> tuple[str, ModelColumns[M], list[Field]]:
-        quote = connection.ops.quote_name
-        table = quote(self.model._meta.db_table)
+        table = connection.ops.quote_name(self.model._meta.db_table)
         columns = ModelColumns(self.model, table, connection)
-        key_fields = [self.model._meta.get_field(name) for name in self.keys]
-        where = " AND ".join(f"{table}.{quote(field.column)} = %s" for field in key_fields)
+        where, key_fields = self._conditions(connection, table, {})
         sql = f"SELECT {', '.join(columns.sql)} FROM {table} WHERE {where} LIMIT 1"
         if self.lock and connection.features.has_select_for_update:
             sql += " FOR UPDATE"
@@ -55,8 +53,16 @@ class KeyedRead(PerDatabase, Generic[M]):
         in ``given`` equal that statement's SQL expressions, the others are parameters (in the
         order of ``keys``). Its columns are all NULL where no row matches (``instance`` gives
         None)."""
-        quote = connection.ops.quote_name
         columns = ModelColumns(self.model, table, connection)
+        on, parameters = self._conditions(connection, table, given)
+        return f"LEFT JOIN {connection.ops.quote_name(self.model._meta.db_table)} {table} ON {on}", columns, parameters
+
+    def _conditions(
+        self, connection: BaseDatabaseWrapper, table: str, given: Mapping[str, str]
+    ) -> tuple[str, list[Field]]:
+        """``table``'s keys equal to ``given``'s SQL or, for the others, to parameters: the
+        condition, and the fields of its parameters in the order of ``keys``."""
+        quote = connection.ops.quote_name
         conditions, parameters = [], []
         for name in self.keys:
             field = self.model._meta.get_field(name)
@@ -65,8 +71,7 @@ class KeyedRead(PerDatabase, Generic[M]):
             else:
                 conditions.append(f"{table}.{quote(field.column)} = %s")
                 parameters.append(field)
-        join = f"LEFT JOIN {quote(self.model._meta.db_table)} {table} ON {' AND '.join(conditions)}"
-        return join, columns, parameters
+        return " AND ".join(conditions), parameters
 
     def first(self, *values: Any) -> M | None:
         """The row whose keys equal ``values`` (in the order of ``keys``), or None."""
