@@ -81,7 +81,8 @@ def get_read_ahead(arguments: dict[str, Any]) -> selectors.EntryReadAhead | None
 def get(
     codex: Codex, arguments: dict[str, Any], writer: Writer, ahead: selectors.EntryReadAhead | None
 ) -> dict[str, Any]:
-    entry_id = parse_entry_id(arguments["id"])
+    # A read ahead holds the id it parsed from these arguments.
+    entry_id = ahead.entry_id if ahead is not None else parse_entry_id(arguments["id"])
     return {"entry": entry_dict(selectors.entry_get(codex=codex, entry_id=entry_id, ahead=ahead))}
 
 
