@@ -7,8 +7,10 @@ codex and the application along. A token is accepted only if it exists, has not 
 (DOT's ``AccessToken.is_expired``), is bound to exactly this server's resource, belongs to
 an active user, and holds the scopes asked for (DOT's ``AccessToken.allow_scopes``).
 DOT's own ``allows_audience`` is not used: it lets a token without a resource through,
-where contract 8 accepts only a token bound to this server. Nothing is cached between
-calls, so revocation, expiry or a deactivated user take effect on the very next call.
+where contract 8 accepts only a token bound to this server. The database is asked on every
+call, so revocation, expiry or a deactivated user take effect on the very next call: a grant
+the check accepted is held (``HeldGrant``) only for a later write to confirm, in its own
+statement, that nothing the check read has changed.
 
 The query has two versions, like the notebook's (``notebook.store``): SQL built once per
 database (``notebook.sql``: the ORM spent more time compiling this three-join query on every
@@ -21,7 +23,7 @@ then passes goes on to use it.
 """
 
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -126,18 +128,34 @@ class _TokenQuery(PerDatabase):
             parts.append(ahead_columns)
             ahead_join = " " + ahead_join
         columns = [column for part in parts for column in part.sql]
-        sql = (
-            f"SELECT {', '.join(columns)} FROM {quote(AccessToken._meta.db_table)} t"
+        tables = (
+            f"{quote(AccessToken._meta.db_table)} t"
             f" LEFT JOIN {quote(User._meta.db_table)} u"
             f" ON u.{quote(User._meta.pk.column)} = t.{quote(user_link.column)}"
             f" LEFT JOIN {quote(Codex._meta.db_table)} c"
             f" ON c.{quote(codex_link.field.column)} = u.{quote(codex_link.field.target_field.column)}"
             f" LEFT JOIN {quote(Application._meta.db_table)} a"
             f" ON a.{quote(Application._meta.pk.column)} = t.{quote(application_link.column)}"
-            f"{ahead_join}"
-            f" WHERE t.{quote(AccessToken._meta.get_field('token_checksum').column)} = %s"
         )
-        return {"sql": sql, "parts": parts, "codex_link": codex_link, "ahead_fields": ahead_fields}
+        checksum = f"t.{quote(AccessToken._meta.get_field('token_checksum').column)}"
+        sql = f"SELECT {', '.join(columns)} FROM {tables}{ahead_join} WHERE {checksum} = %s"
+        # What a later call's write confirms (``HeldGrant``): every column read but the codex's
+        # entry count, which every save changes and the check does not judge.
+        confirmed = [
+            (index, field, column)
+            for index, part in enumerate(parts[:4])
+            for field, column in zip(part.fields, part.sql, strict=True)
+            if not (part is codex and field.name == "entry_count")
+        ]
+        return {
+            "sql": sql,
+            "parts": parts,
+            "codex_link": codex_link,
+            "ahead_fields": ahead_fields,
+            "tables": tables,
+            "checksum": checksum,
+            "confirmed": confirmed,
+        }
 
     def fetch(self, checksum: str, ahead: ReadAhead | None = None) -> Any:
         """The token with its user (and the user's codex) and application, or None; ``ahead``
@@ -174,6 +192,100 @@ class _TokenQuery(PerDatabase):
         token_fields.get_field("user").set_cached_value(token, user)
         token_fields.get_field("application").set_cached_value(token, application)
         return token
+
+    def confirmation(self, connection: BaseDatabaseWrapper) -> str:
+        """The check as a write's precondition (``notebook.sql.writes.PreconditionKind``): a row
+        exactly when the token, its user, the user's codex and the token's application still
+        hold every value a check read (``HeldGrant.params`` names them)."""
+        built = self.built(connection.alias)
+        tests = [f"{built['checksum']} = %({_CHECKSUM_PARAM})s"]
+        tests += [
+            f"{column} IS NOT DISTINCT FROM %({_confirmed_param(position)})s"
+            for position, (_index, _field, column) in enumerate(built["confirmed"])
+        ]
+        return f"SELECT 1 FROM {built['tables']} WHERE {' AND '.join(tests)}"
+
+    def confirmed_values(self, alias: str, checksum: str, instances: Sequence[Any]) -> dict[str, Any]:
+        """The parameters of ``confirmation`` for what a check read: (token, user, codex,
+        application) instances, each None where the row was missing."""
+        connection = connections[alias]
+        params: dict[str, Any] = {_CHECKSUM_PARAM: checksum}
+        for position, (index, field, _column) in enumerate(self.built(alias)["confirmed"]):
+            instance = instances[index]
+            value = None if instance is None else getattr(instance, field.attname)
+            params[_confirmed_param(position)] = None if value is None else field.get_db_prep_value(value, connection)
+        return params
+
+
+# The parameter names of the confirmation (``notebook.sql.writes``: a precondition's begin so).
+_CHECKSUM_PARAM = "precondition_checksum"
+
+
+def _confirmed_param(position: int) -> str:
+    return f"precondition_{position}"
+
+
+class _Confirmation:
+    """The kind of precondition a held grant is: one statement per database is built for it."""
+
+    def condition(self, connection: BaseDatabaseWrapper) -> str:
+        return _TOKEN_QUERY.confirmation(connection)
+
+
+_CONFIRMATION = _Confirmation()
+
+
+class HeldGrant:
+    """A grant a check accepted, held by this process for the token's next calls, and the
+    precondition (``notebook.sql.writes.Precondition``) that a write of such a call makes its
+    statement check: that every value the check read is still the same. When it holds, the
+    check would read the very row it accepted and judge it the same way (its expiry and scopes
+    are judged again in ``held_grant``, as time and the call need), so the write's statement
+    is the call's check as well: one round trip where there were two, and still nothing the
+    database says about a token is taken from before the call."""
+
+    kind = _CONFIRMATION
+
+    def __init__(self, checksum: str, token: Any, grant: TokenGrant) -> None:
+        self.checksum = checksum
+        self.token = token  # the AccessToken as read, with its user, codex and application
+        self.grant = grant
+        self._params: dict[str, Any] | None = None
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """The confirmation's values, prepared on first use (only a write asks for them)."""
+        if self._params is None:
+            user = self.token.user
+            instances = (self.token, user, user.codex, self.token.application)
+            self._params = _TOKEN_QUERY.confirmed_values(self.token._state.db, self.checksum, instances)
+        return self._params
+
+
+# At most this many grants are held; past it the lot is dropped (each token's next call is
+# checked apart again, and holds its grant anew).
+HELD_GRANTS_MAX = 1024
+_HELD: dict[str, HeldGrant] = {}
+
+
+def _hold(checksum: str, token: Any, grant: TokenGrant) -> None:
+    if len(_HELD) >= HELD_GRANTS_MAX:
+        _HELD.clear()
+    _HELD[checksum] = HeldGrant(checksum, token, grant)
+
+
+def held_grant(checksum: str, scopes: Iterable[str] = ()) -> HeldGrant | None:
+    """The grant of this token's last accepted check in this process, if it is still unexpired
+    and holds ``scopes``, for a write to confirm (``HeldGrant``); else None. Fast path only."""
+    held = _HELD.get(checksum) if settings.CODEX_FAST_PATH else None
+    if held is None or held.token.is_expired() or not held.token.allow_scopes(list(scopes)):
+        return None
+    return held
+
+
+def forget_held_grant(checksum: str) -> None:
+    """Drop the held grant of a token whose write found it changed: its next check holds anew."""
+    _HELD.pop(checksum, None)
 
 
 _TOKEN_QUERY = _TokenQuery()
@@ -219,7 +331,7 @@ def check_access_token(checksum: str, scopes: Iterable[str] = (), ahead: ReadAhe
         held = set(token.scope.split())
         raise ScopesMissing([scope for scope in dict.fromkeys(needed) if scope not in held])
     application = token.application
-    return TokenGrant(
+    grant = TokenGrant(
         token_checksum=checksum,
         user=user,
         scopes=frozenset(token.scope.split()),
@@ -227,3 +339,8 @@ def check_access_token(checksum: str, scopes: Iterable[str] = (), ahead: ReadAhe
         client_id=application.client_id if application is not None else "",
         application_name=application.name if application is not None else "",
     )
+    # Held only where a later write could confirm it: read by the statement (whose instances
+    # know their database), with a codex (a user without one gets it made by a write of its own).
+    if settings.CODEX_FAST_PATH and token._state.db is not None and getattr(user, "codex", None) is not None:
+        _hold(checksum, token, grant)
+    return grant

@@ -10,8 +10,10 @@ back up in its answer only. A refusal is a tool result marked for the guard
 response on its way out, answers with 401/403/503 and the challenge instead; an answer the
 SDK gave before the handler ran (a protocol error) makes the guard check the token itself.
 For every other POST the guard checks the token and passes the grant down
-(``GRANT_SCOPE_KEY``). Nothing about a token is cached between calls, so revocation,
-expiry or a deactivated user take effect on the very next call.
+(``GRANT_SCOPE_KEY``). The database judges the token on every call, so revocation, expiry
+or a deactivated user take effect on the very next call: a write may confirm, in its own
+statement, that the token is unchanged since its last check accepted it (``held_grant``:
+the check and the write in one round trip), and is otherwise checked apart as ever.
 """
 
 from collections.abc import Iterable
@@ -25,6 +27,7 @@ from authserver import ratelimit, token_check
 from authserver.scopes import ALL_SCOPES as ALL_SCOPES
 from authserver.scopes import READ as READ
 from authserver.scopes import WRITE as WRITE
+from authserver.token_check import HeldGrant as HeldGrant
 from authserver.token_check import ReadAhead as ReadAhead
 from authserver.token_check import ScopesMissing as ScopesMissing
 from authserver.token_check import TokenGrant as TokenGrant
@@ -45,6 +48,16 @@ def check_token_checksum(checksum: str, scopes: Iterable[str] = (), ahead: ReadA
     ``ScopesMissing`` (403) or a ``DatabaseError`` (503), or returns the grant. ``ahead``:
     the tool's read, made in the same statement (``authserver.token_check``)."""
     return token_check.check_access_token(checksum, scopes, ahead)
+
+
+def held_grant(checksum: str, scopes: Iterable[str]) -> HeldGrant | None:
+    """The grant this process holds for the token, unexpired and with ``scopes``, for a write
+    to confirm in its statement (``authserver.token_check.HeldGrant``); or None."""
+    return token_check.held_grant(checksum, scopes)
+
+
+def forget_held_grant(checksum: str) -> None:
+    token_check.forget_held_grant(checksum)
 
 
 def check_bearer_token(raw_token: str, scopes: Iterable[str] = ()) -> TokenGrant:

@@ -33,7 +33,13 @@ from mcp_endpoint.results import OUTCOMES, Refusal, run_tool
 from mcp_endpoint.tools import TOOLS, TOOLS_BY_NAME, Tool
 from mcp_endpoint.versions import SUPPORTED_VERSIONS
 from notebook import services
-from notebook.exceptions import InvalidArgument, PermissionDenied, ResourceExhausted, Unauthenticated
+from notebook.exceptions import (
+    InvalidArgument,
+    PermissionDenied,
+    PreconditionFailed,
+    ResourceExhausted,
+    Unauthenticated,
+)
 from notebook.limits import CANDIDATES_PER_PAGE, thousands
 
 logger = logging.getLogger(__name__)
@@ -47,12 +53,13 @@ codex_metrics.define_tool_calls(TOOLS_BY_NAME, OUTCOMES)
 _LISTING = types.ListToolsResult(tools=[types.Tool.model_validate(tool.listing()) for tool in TOOLS])
 
 
-def _grant_for(tool: Tool, call: auth.TokenGrant | None, ahead: auth.ReadAhead | None) -> auth.TokenGrant:
-    """Check afresh (one query), with the tool's scopes, the token of a grant the guard checked."""
+def _grant_for(
+    tool: Tool, needed: list[str], call: auth.TokenGrant | None, ahead: auth.ReadAhead | None
+) -> auth.TokenGrant:
+    """Check afresh (one query), with the tool's scopes (``needed``), the token of a grant the guard checked."""
     if call is None:
         raise Unauthenticated("This call carries no access token")
     checksum = call.token_checksum
-    needed = [scope for scope in auth.ALL_SCOPES if scope in tool.scopes]
     try:
         return auth.check_token_checksum(checksum, needed, ahead)
     except auth.TokenRejected as rejected:
@@ -62,9 +69,9 @@ def _grant_for(tool: Tool, call: auth.TokenGrant | None, ahead: auth.ReadAhead |
         raise PermissionDenied(f"The access token lacks the scope {missing} needed by {tool.name}") from None
 
 
-def _refusal(tool: Tool, checksum: str, ahead: auth.ReadAhead | None) -> Refusal | auth.TokenGrant:
-    """A single call's token check: the grant, or the refusal the guard answers over HTTP."""
-    needed = [scope for scope in auth.ALL_SCOPES if scope in tool.scopes]
+def _refusal(needed: list[str], checksum: str, ahead: auth.ReadAhead | None) -> Refusal | auth.TokenGrant:
+    """A single call's token check, with the tool's scopes (``needed``): the grant, or the
+    refusal the guard answers over HTTP."""
     try:
         return auth.check_token_checksum(checksum, needed, ahead)
     except auth.TokenRejected as rejected:
@@ -76,24 +83,46 @@ def _refusal(tool: Tool, checksum: str, ahead: auth.ReadAhead | None) -> Refusal
         return Refusal(503, "The server cannot check tokens right now; retry shortly")
 
 
+# ``_execute``'s rate-limit answer before the call is counted.
+_UNCOUNTED = object()
+
+
 def _execute(
     name: str, arguments: dict[str, Any], call: auth.TokenGrant | str | None, record: ToolCall | None = None
 ) -> dict[str, Any] | Refusal:
-    """Inside the worker thread (one hop per call): check the token afresh, then run the service."""
+    """Inside the worker thread (one hop per call): check the token afresh, then run the service.
+
+    A write whose token this process last accepted goes first to its service as it is, with
+    that grant as the precondition of its statement (``auth.held_grant``): its statement is
+    then the check too. If the token has changed since, nothing was written and the call is
+    checked apart, as every other call is, and its answer is the checked call's."""
     tool = TOOLS_BY_NAME[name]  # check_call has refused unknown names
+    needed = [scope for scope in auth.ALL_SCOPES if scope in tool.scopes]
+    counted: Any = _UNCOUNTED
+    if tool.confirmed_by_its_write and isinstance(call, str) and services.writes_take_preconditions():
+        held = auth.held_grant(call, needed)
+        # Only a call the check would let through to its service (arguments are judged after it).
+        if held is not None and schema_violation(name, arguments) is None:
+            counted = auth.tool_call_retry_after(call)
+            if counted is None:
+                try:
+                    return _serve(tool, arguments, held.grant, record, precondition=held)
+                except PreconditionFailed:
+                    auth.forget_held_grant(call)
     # The tool's first read rides in the token check's statement; it is used only below,
     # once the check has passed.
     ahead = tool.read_ahead(arguments) if tool.read_ahead is not None else None
     # The token first: arguments are judged only for a caller allowed to call the tool.
     with tracing.span("codex.token_check"):
         if isinstance(call, str):
-            checked = _refusal(tool, call, ahead)
+            checked = _refusal(needed, call, ahead)
             if isinstance(checked, Refusal):
                 return checked
             grant = checked
         else:
-            grant = _grant_for(tool, call, ahead)
-    if retry_after := auth.tool_call_retry_after(grant.token_checksum):
+            grant = _grant_for(tool, needed, call, ahead)
+    retry_after = auth.tool_call_retry_after(grant.token_checksum) if counted is _UNCOUNTED else counted
+    if retry_after:
         codex_metrics.limit_refused("tool_calls_per_minute")
         raise ResourceExhausted(
             f"This access token made more than {settings.CODEX_TOOL_CALLS_PER_MINUTE} tool calls this minute "
@@ -101,11 +130,28 @@ def _execute(
         )
     if violation := schema_violation(name, arguments):
         raise InvalidArgument(violation)
-    with tracing.span("codex.service", {"gen_ai.tool.name": name}):
+    return _serve(tool, arguments, grant, record, ahead=ahead)
+
+
+def _serve(
+    tool: Tool,
+    arguments: dict[str, Any],
+    grant: auth.TokenGrant,
+    record: ToolCall | None,
+    *,
+    ahead: auth.ReadAhead | None = None,
+    precondition: auth.HeldGrant | None = None,
+) -> dict[str, Any]:
+    """The tool's service for a caller whose grant is checked (or, with ``precondition``, is
+    to be confirmed by the service's write)."""
+    attributes = {"gen_ai.tool.name": tool.name}
+    if precondition is not None:
+        attributes["codex.token_check"] = "in the write's statement"
+    with tracing.span("codex.service", attributes):
         codex = services.codex_for_user(user=grant.user)
         if record is not None:
             record.codex_id = codex.pk
-        return tool.adapter(codex, arguments, auth.writer_of(grant), ahead)
+        return tool.adapter(codex, arguments, auth.writer_of(grant), ahead, precondition)
 
 
 async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> dict[str, Any]:

@@ -10,7 +10,9 @@ Each adapter is synchronous and runs inside the one sync boundary
 (``mcp_endpoint.boundary``); it turns arguments into notebook inputs and the
 notebook's answer into the tool's result object. A tool may name a read for the token
 check's statement to make ahead of it (``read_ahead``, get's entry: one round trip for the
-check and the read); its adapter is then given what was read.
+check and the read); its adapter is then given what was read. A write's adapter may be given
+a precondition for its statement to check (``confirmed_by_its_write``: the held grant of the
+call's token, ``mcp_endpoint.server``), and passes it to its service.
 """
 
 from collections.abc import Callable
@@ -41,8 +43,9 @@ from notebook.validation import (
 from notebook.writers import Writer
 
 # (the caller's codex, the tool's arguments, who the call writes as, what the token check
-# read ahead for it or None) -> the result object.
-ToolAdapter = Callable[[Codex, dict[str, Any], Writer, Any], dict[str, Any]]
+# read ahead for it or None, the precondition its write's statement checks or None) -> the
+# result object.
+ToolAdapter = Callable[[Codex, dict[str, Any], Writer, Any, Any], dict[str, Any]]
 # The tool's arguments -> a read ahead for the token check (``authserver.token_check.ReadAhead``),
 # or None: no read ahead for these arguments (the adapter judges them as ever).
 ReadAheadOf = Callable[[dict[str, Any]], Any]
@@ -57,10 +60,11 @@ SAVE_TEXT = (
 )
 
 
-def save(codex: Codex, arguments: dict[str, Any], writer: Writer, ahead: None) -> dict[str, Any]:
+def save(codex: Codex, arguments: dict[str, Any], writer: Writer, ahead: None, precondition: Any) -> dict[str, Any]:
     request_id = parse_request_id(arguments["requestId"])
     data = parse_entry_input(arguments["entry"])
-    return {"entry": entry_dict(services.entry_save(codex=codex, request_id=request_id, data=data, writer=writer))}
+    entry = services.entry_save(codex=codex, request_id=request_id, data=data, writer=writer, precondition=precondition)
+    return {"entry": entry_dict(entry)}
 
 
 GET_TITLE = "Get a field note"
@@ -79,7 +83,7 @@ def get_read_ahead(arguments: dict[str, Any]) -> selectors.EntryReadAhead | None
 
 
 def get(
-    codex: Codex, arguments: dict[str, Any], writer: Writer, ahead: selectors.EntryReadAhead | None
+    codex: Codex, arguments: dict[str, Any], writer: Writer, ahead: selectors.EntryReadAhead | None, precondition: None
 ) -> dict[str, Any]:
     # A read ahead holds the id it parsed from these arguments.
     entry_id = ahead.entry_id if ahead is not None else parse_entry_id(arguments["id"])
@@ -98,7 +102,7 @@ SEARCH_TEXT = (
 )
 
 
-def search(codex: Codex, arguments: dict[str, Any], writer: Writer, ahead: None) -> dict[str, Any]:
+def search(codex: Codex, arguments: dict[str, Any], writer: Writer, ahead: None, precondition: None) -> dict[str, Any]:
     params = parse_search_params(
         query=arguments.get("query"),
         tag=arguments.get("tag"),
@@ -118,11 +122,18 @@ UPDATE_TEXT = (
 )
 
 
-def update(codex: Codex, arguments: dict[str, Any], writer: Writer, ahead: None) -> dict[str, Any]:
+def update(codex: Codex, arguments: dict[str, Any], writer: Writer, ahead: None, precondition: Any) -> dict[str, Any]:
     entry_id = parse_entry_id(arguments["id"])
     expected = parse_expected_revision(arguments["expectedRevision"])
     data = parse_entry_input(arguments["entry"])
-    entry = services.entry_update(codex=codex, entry_id=entry_id, expected_revision=expected, data=data, writer=writer)
+    entry = services.entry_update(
+        codex=codex,
+        entry_id=entry_id,
+        expected_revision=expected,
+        data=data,
+        writer=writer,
+        precondition=precondition,
+    )
     return {"entry": entry_dict(entry)}
 
 
@@ -139,6 +150,13 @@ class Tool:
     scopes: frozenset[str]
     adapter: ToolAdapter
     read_ahead: ReadAheadOf | None = None
+
+    @property
+    def confirmed_by_its_write(self) -> bool:
+        """Whether the tool's service write can check the call's token in its own statement
+        (``mcp_endpoint.server``): every tool that needs notes:write is a save or an update,
+        whose services take a precondition."""
+        return WRITE in self.scopes
 
     @property
     def description(self) -> str:

@@ -40,3 +40,9 @@ class Unavailable(NotebookError):
 
 class Internal(NotebookError):
     code = "internal"
+
+
+class PreconditionFailed(Exception):
+    """A write's statement found its caller's precondition false and wrote nothing
+    (``notebook.sql.writes.Precondition``). Not a notebook error: the caller decides what
+    it means (a call's token, to be checked afresh)."""

@@ -35,6 +35,13 @@ What the statements keep, each as ``notebook.services`` keeps it on the other pa
   inserts those whose value is new: the DELETE and the INSERT never touch the same
   (entry, value) row, whatever order they run in, and unchanged values cost no write.
 
+- **A caller's precondition.** A statement can carry a condition of its caller's
+  (``Precondition``: the caller's token is still the one its last check accepted,
+  ``authserver.token_check``), checked in the statement's own snapshot: the charge, and so
+  every write, is made only if the condition's row exists, and an update locks its entry only
+  then. The statement answers whether it held (``PreconditionFailed`` when it did not: nothing
+  was written), so a call's token check and its write are one round trip.
+
 Inside a transaction (a test's, or a caller's ``atomic`` block) the statement runs in a
 savepoint, so that its failure (a replayed save's collision) leaves the transaction usable,
 as ``write_transaction``'s nested ``atomic`` does.
@@ -42,12 +49,13 @@ as ``write_transaction``'s nested ``atomic`` does.
 
 import datetime as dt
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from django.db import connections, router, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import CharField, Field, Model, TextField
 
+from notebook.exceptions import PreconditionFailed
 from notebook.models import Codex, Entry, EntryRelatedAgent, EntryRevision, EntryTag, RequestKey
 from notebook.sql.cache import PerDatabase
 from notebook.sql.converters import preparer
@@ -105,6 +113,19 @@ def _param(field: Field, connection: BaseDatabaseWrapper, name: str = "") -> str
 
 def _prepared(fields: Sequence[Field], connection: BaseDatabaseWrapper) -> Prepared:
     return [(field, preparer(field, connection)) for field in fields]
+
+
+class PreconditionKind(Protocol):
+    def condition(self, connection: BaseDatabaseWrapper) -> str:
+        """A SELECT that returns a row exactly when the condition holds, its parameters named
+        ``%(name)s`` with names that begin with ``precondition_`` (the statement's own never do)."""
+
+
+class Precondition(Protocol):
+    """A condition of the caller's for a write's statement to check (the module's docstring)."""
+
+    kind: PreconditionKind  # one statement is built per database and kind
+    params: Mapping[str, Any]
 
 
 class _Sql:
@@ -186,6 +207,26 @@ def _statement(ctes: Sequence[tuple[str, str]], select: str) -> str:
     return "WITH " + ", ".join(f"{name} AS {body}" for name, body in ctes) + f" SELECT {select}"
 
 
+# The CTE that holds the precondition's row, and the test of it that the charge (an update's
+# lock too) adds and the statement answers with.
+_PRECONDITION = "precondition"
+_HOLDS = f"EXISTS (SELECT FROM {_PRECONDITION})"
+
+
+def _precondition_cte(kind: PreconditionKind | None, connection: BaseDatabaseWrapper) -> list[tuple[str, str]]:
+    return [] if kind is None else [(_PRECONDITION, f"({kind.condition(connection)})")]
+
+
+def _checked(precondition: Precondition | None, row: Sequence[Any]) -> Sequence[Any]:
+    """The statement's answer without its last column, which says whether the precondition
+    held, if it had one: ``PreconditionFailed`` if not."""
+    if precondition is None:
+        return row
+    if not row[-1]:
+        raise PreconditionFailed("the write's precondition did not hold; nothing was written")
+    return row[:-1]
+
+
 def _run(alias: str, sql: str, params: Mapping[str, Any]) -> Any:
     """The statement's one row. In autocommit the statement is its own transaction; inside
     a transaction it runs in a savepoint (see the module's docstring)."""
@@ -202,7 +243,12 @@ def _writer(writer: Mapping[str, Any]) -> dict[str, Any]:
 
 class SaveEntry(PerDatabase):
     """A new entry at revision 1 with its request key, revision and index rows, and the
-    quota charge, in one statement (see the module's docstring)."""
+    quota charge, in one statement (see the module's docstring); ``precondition``: the kind
+    of condition the statement checks first, or none."""
+
+    def __init__(self, precondition: PreconditionKind | None = None) -> None:
+        super().__init__()
+        self.precondition = precondition
 
     def build(self, connection: BaseDatabaseWrapper) -> tuple[str, Prepared]:
         sql = _Sql(connection)
@@ -216,30 +262,43 @@ class SaveEntry(PerDatabase):
             "request_id": _param(key_fields["request_id"], connection),
             "fingerprint": _param(key_fields["fingerprint"], connection),
         }
+        only_if = "" if self.precondition is None else f" AND {_HOLDS}"
         ctes = [
-            ("charge", f"({sql.charge()})"),
+            *_precondition_cte(self.precondition, connection),
+            ("charge", f"({sql.charge(only_if)})"),
             ("entry", f"({sql.insert(Entry, entry, f'FROM charge RETURNING {sql.columns(_RETURNED)}')})"),
             ("request_key", f"({sql.insert(RequestKey, key, 'FROM entry')})"),
             ("revision", f"({sql.revision()})"),
             *((f"{model._meta.model_name}_rows", f"({sql.index_rows(model, name)})") for model, name in _INDEX_ROWS),
         ]
-        return _statement(ctes, "write_seq FROM charge"), _prepared(given, connection)
+        select = "(SELECT write_seq FROM charge)" + ("" if self.precondition is None else f", {_HOLDS}")
+        return _statement(ctes, select), _prepared(given, connection)
 
     def save(
-        self, entry: Entry, *, request_id: str, fingerprint: str, writer: Mapping[str, Any], **charge: int
+        self,
+        entry: Entry,
+        *,
+        request_id: str,
+        fingerprint: str,
+        writer: Mapping[str, Any],
+        precondition: Precondition | None = None,
+        **charge: int,
     ) -> int | None:
         """Write ``entry`` (unsaved, every column but ``write_seq`` set) and its rows, with
         the quota charge (``charge``: ``quotas.bounds``'s). Returns the entry's write number,
         or None if the charge was refused (then nothing is written). A request id already
-        used in the codex raises ``IntegrityError`` (and nothing is written)."""
+        used in the codex raises ``IntegrityError`` (and nothing is written). ``precondition``
+        (of this statement's kind): ``PreconditionFailed`` if it did not hold."""
         alias = router.db_for_write(Entry)
         statement, given = self.built(alias)
         params = {field.attname: prepare(field.pre_save(entry, True)) for field, prepare in given}
         params |= {**charge, "request_id": request_id, "fingerprint": fingerprint, **_writer(writer)}
-        row = _run(alias, statement, params)
-        if row is None:
+        if precondition is not None:
+            params |= precondition.params
+        (write_seq,) = _checked(precondition, _run(alias, statement, params))
+        if write_seq is None:
             return None
-        entry.write_seq = row[0]
+        entry.write_seq = write_seq
         entry._state.adding = False
         entry._state.db = alias
         return entry.write_seq
@@ -255,16 +314,23 @@ class Updated(NamedTuple):
 
 class UpdateEntry(PerDatabase):
     """An entry replaced at its expected revision, with the new revision's snapshot, the
-    changed index rows and the quota charge, in one statement (see the module's docstring)."""
+    changed index rows and the quota charge, in one statement (see the module's docstring);
+    ``precondition``: the kind of condition the statement checks first, or none."""
+
+    def __init__(self, precondition: PreconditionKind | None = None) -> None:
+        super().__init__()
+        self.precondition = precondition
 
     def build(self, connection: BaseDatabaseWrapper) -> tuple[str, Prepared]:
         sql = _Sql(connection)
         given = [field for field in Entry._meta.concrete_fields if field.attname in INPUT_COLUMNS]
-        # The entry row, locked: its latest version, whatever the statement's snapshot saw.
+        # The entry row, locked: its latest version, whatever the statement's snapshot saw
+        # (and only once the precondition holds).
+        only_if = "" if self.precondition is None else f" AND {_HOLDS}"
         locked = (
             f"MATERIALIZED (SELECT {sql.columns(('id', 'codex_id', 'revision', 'tags', 'related_agent_ids'))}"
             f" FROM {sql.table(Entry)} WHERE {sql.entry('codex_id')} = %(codex_id)s AND {sql.entry('id')} = %(id)s"
-            " FOR UPDATE)"
+            f"{only_if} FOR UPDATE)"
         )
         # Charged only if the locked row is at the expected revision.
         charge = sql.charge(f" AND EXISTS (SELECT FROM locked WHERE {sql.entry('revision', 'locked')} = %(expected)s)")
@@ -283,6 +349,7 @@ class UpdateEntry(PerDatabase):
             f" RETURNING {sql.columns(_RETURNED, 'e')}"
         )
         ctes = [
+            *_precondition_cte(self.precondition, connection),
             ("locked", locked),
             ("charge", f"({charge})"),
             ("entry", f"({entry})"),
@@ -297,6 +364,7 @@ class UpdateEntry(PerDatabase):
                 "(SELECT write_seq FROM charge)",
                 f"(SELECT {sql.entry('created_at', 'entry')} FROM entry)",
                 f"(SELECT {sql.entry('updated_at', 'entry')} FROM entry)",
+                *([] if self.precondition is None else [_HOLDS]),
             ]
         )
         # Sent: the input columns and the entry's keys.
@@ -304,17 +372,27 @@ class UpdateEntry(PerDatabase):
         return _statement(ctes, select), _prepared([*given, *keys], connection)
 
     def update(
-        self, entry: Entry, *, expected_revision: int, now: dt.datetime, writer: Mapping[str, Any], **charge: int
+        self,
+        entry: Entry,
+        *,
+        expected_revision: int,
+        now: dt.datetime,
+        writer: Mapping[str, Any],
+        precondition: Precondition | None = None,
+        **charge: int,
     ) -> Updated:
         """Replace the codex's entry ``entry.id`` by the input columns of ``entry`` if it is at
         ``expected_revision``, with the quota charge (``charge``: ``quotas.bounds``'s). On
-        success ``entry`` is given the stored revision, times and write number."""
+        success ``entry`` is given the stored revision, times and write number.
+        ``precondition`` (of this statement's kind): ``PreconditionFailed`` if it did not hold."""
         alias = router.db_for_write(Entry)
         statement, given = self.built(alias)
         params = {field.attname: prepare(getattr(entry, field.attname)) for field, prepare in given}
         params |= {"expected": expected_revision, "now": now}
         params |= {**charge, **_writer(writer)}
-        revision, write_seq, created_at, updated_at = _run(alias, statement, params)
+        if precondition is not None:
+            params |= precondition.params
+        revision, write_seq, created_at, updated_at = _checked(precondition, _run(alias, statement, params))
         if revision != expected_revision or write_seq is None:
             return Updated(revision, charged=False)
         entry.revision = revision + 1
