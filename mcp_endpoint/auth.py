@@ -11,9 +11,9 @@ response on its way out, answers with 401/403/503 and the challenge instead; an 
 SDK gave before the handler ran (a protocol error) makes the guard check the token itself.
 For every other POST the guard checks the token and passes the grant down
 (``GRANT_SCOPE_KEY``). The database judges the token on every call, so revocation, expiry
-or a deactivated user take effect on the very next call: a write may confirm, in its own
-statement, that the token is unchanged since its last check accepted it (``held_grant``:
-the check and the write in one round trip), and is otherwise checked apart as ever.
+or a deactivated user take effect on the very next call: a call's service may confirm, in its
+own statement, that the token is unchanged since its last check accepted it (``held_grant``:
+the check and the service's statement in one round trip), and is otherwise checked apart.
 """
 
 from collections.abc import Iterable
@@ -27,6 +27,7 @@ from authserver import ratelimit, token_check
 from authserver.scopes import ALL_SCOPES as ALL_SCOPES
 from authserver.scopes import READ as READ
 from authserver.scopes import WRITE as WRITE
+from authserver.token_check import Confirmation as Confirmation
 from authserver.token_check import HeldGrant as HeldGrant
 from authserver.token_check import ReadAhead as ReadAhead
 from authserver.token_check import ScopesMissing as ScopesMissing
@@ -51,8 +52,8 @@ def check_token_checksum(checksum: str, scopes: Iterable[str] = (), ahead: ReadA
 
 
 def held_grant(checksum: str, scopes: Iterable[str]) -> HeldGrant | None:
-    """The grant this process holds for the token, unexpired and with ``scopes``, for a write
-    to confirm in its statement (``authserver.token_check.HeldGrant``); or None."""
+    """The grant this process holds for the token, unexpired and with ``scopes``, for a call's
+    statement to confirm (``authserver.token_check.HeldGrant``); or None."""
     return token_check.held_grant(checksum, scopes)
 
 

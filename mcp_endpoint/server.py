@@ -92,23 +92,31 @@ def _execute(
 ) -> dict[str, Any] | Refusal:
     """Inside the worker thread (one hop per call): check the token afresh, then run the service.
 
-    A write whose token this process last accepted goes first to its service as it is, with
-    that grant as the precondition of its statement (``auth.held_grant``): its statement is
-    then the check too. If the token has changed since, nothing was written and the call is
-    checked apart, as every other call is, and its answer is the checked call's."""
+    A call whose token this process last accepted goes first to its service as it is, with
+    that grant as the precondition of the service's (first) statement (``auth.held_grant``):
+    that statement is then the check too. Only an answer made once a statement has found the
+    precondition to hold leaves: if the token has changed since (nothing was written), or the
+    service answered before any statement checked it, the call is checked apart as every other
+    call is, and its answer is the checked call's."""
     tool = TOOLS_BY_NAME[name]  # check_call has refused unknown names
     needed = [scope for scope in auth.ALL_SCOPES if scope in tool.scopes]
     counted: Any = _UNCOUNTED
-    if tool.confirmed_by_its_write and isinstance(call, str) and services.writes_take_preconditions():
-        held = auth.held_grant(call, needed)
-        # Only a call the check would let through to its service (arguments are judged after it).
-        if held is not None and schema_violation(name, arguments) is None:
-            counted = auth.tool_call_retry_after(call)
-            if counted is None:
-                try:
-                    return _serve(tool, arguments, held.grant, record, precondition=held)
-                except PreconditionFailed:
-                    auth.forget_held_grant(call)
+    held = auth.held_grant(call, needed) if isinstance(call, str) and tool.takes_precondition() else None
+    # Only a call the check would let through to its service (arguments are judged after it).
+    if held is not None and schema_violation(name, arguments) is None:
+        counted = auth.tool_call_retry_after(call)
+        if counted is None:
+            confirmation = held.for_call()
+            try:
+                done = _serve(tool, arguments, held.grant, record, precondition=confirmation)
+            except PreconditionFailed:
+                auth.forget_held_grant(call)
+            except Exception:
+                if confirmation.confirmed:
+                    raise
+            else:
+                if confirmation.confirmed:
+                    return done
     # The tool's first read rides in the token check's statement; it is used only below,
     # once the check has passed.
     ahead = tool.read_ahead(arguments) if tool.read_ahead is not None else None
@@ -140,13 +148,13 @@ def _serve(
     record: ToolCall | None,
     *,
     ahead: auth.ReadAhead | None = None,
-    precondition: auth.HeldGrant | None = None,
+    precondition: auth.Confirmation | None = None,
 ) -> dict[str, Any]:
     """The tool's service for a caller whose grant is checked (or, with ``precondition``, is
-    to be confirmed by the service's write)."""
+    to be confirmed by the service's statement)."""
     attributes = {"gen_ai.tool.name": tool.name}
     if precondition is not None:
-        attributes["codex.token_check"] = "in the write's statement"
+        attributes["codex.token_check"] = "in the service's statement"
     with tracing.span("codex.service", attributes):
         codex = services.codex_for_user(user=grant.user)
         if record is not None:

@@ -35,12 +35,8 @@ What the statements keep, each as ``notebook.services`` keeps it on the other pa
   inserts those whose value is new: the DELETE and the INSERT never touch the same
   (entry, value) row, whatever order they run in, and unchanged values cost no write.
 
-- **A caller's precondition.** A statement can carry a condition of its caller's
-  (``Precondition``: the caller's token is still the one its last check accepted,
-  ``authserver.token_check``), checked in the statement's own snapshot: the charge, and so
-  every write, is made only if the condition's row exists, and an update locks its entry only
-  then. The statement answers whether it held (``PreconditionFailed`` when it did not: nothing
-  was written), so a call's token check and its write are one round trip.
+- **A caller's precondition** (``notebook.sql.preconditions``): the charge, and so every
+  write, is made only if it holds, and an update locks its entry only then.
 
 Inside a transaction (a test's, or a caller's ``atomic`` block) the statement runs in a
 savepoint, so that its failure (a replayed save's collision) leaves the transaction usable,
@@ -49,17 +45,18 @@ as ``write_transaction``'s nested ``atomic`` does.
 
 import datetime as dt
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple
 
 from django.db import connections, router, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import CharField, Field, Model, TextField
 
-from notebook.exceptions import PreconditionFailed
 from notebook.models import Codex, Entry, EntryRelatedAgent, EntryRevision, EntryTag, RequestKey
+from notebook.sql import preconditions
 from notebook.sql.cache import PerDatabase
 from notebook.sql.converters import preparer
 from notebook.sql.driver import fetchone, run
+from notebook.sql.preconditions import Precondition, PreconditionKind
 
 # The Entry columns an input decides (``services.apply_input`` sets them): an update sends
 # these and computes the rest. Any other column must be one the write itself decides
@@ -113,19 +110,6 @@ def _param(field: Field, connection: BaseDatabaseWrapper, name: str = "") -> str
 
 def _prepared(fields: Sequence[Field], connection: BaseDatabaseWrapper) -> Prepared:
     return [(field, preparer(field, connection)) for field in fields]
-
-
-class PreconditionKind(Protocol):
-    def condition(self, connection: BaseDatabaseWrapper) -> str:
-        """A SELECT that returns a row exactly when the condition holds, its parameters named
-        ``%(name)s`` with names that begin with ``precondition_`` (the statement's own never do)."""
-
-
-class Precondition(Protocol):
-    """A condition of the caller's for a write's statement to check (the module's docstring)."""
-
-    kind: PreconditionKind  # one statement is built per database and kind
-    params: Mapping[str, Any]
 
 
 class _Sql:
@@ -207,24 +191,8 @@ def _statement(ctes: Sequence[tuple[str, str]], select: str) -> str:
     return "WITH " + ", ".join(f"{name} AS {body}" for name, body in ctes) + f" SELECT {select}"
 
 
-# The CTE that holds the precondition's row, and the test of it that the charge (an update's
-# lock too) adds and the statement answers with.
-_PRECONDITION = "precondition"
-_HOLDS = f"EXISTS (SELECT FROM {_PRECONDITION})"
-
-
 def _precondition_cte(kind: PreconditionKind | None, connection: BaseDatabaseWrapper) -> list[tuple[str, str]]:
-    return [] if kind is None else [(_PRECONDITION, f"({kind.condition(connection)})")]
-
-
-def _checked(precondition: Precondition | None, row: Sequence[Any]) -> Sequence[Any]:
-    """The statement's answer without its last column, which says whether the precondition
-    held, if it had one: ``PreconditionFailed`` if not."""
-    if precondition is None:
-        return row
-    if not row[-1]:
-        raise PreconditionFailed("the write's precondition did not hold; nothing was written")
-    return row[:-1]
+    return [] if kind is None else [preconditions.cte(kind, connection)]
 
 
 def _run(alias: str, sql: str, params: Mapping[str, Any]) -> Any:
@@ -262,7 +230,7 @@ class SaveEntry(PerDatabase):
             "request_id": _param(key_fields["request_id"], connection),
             "fingerprint": _param(key_fields["fingerprint"], connection),
         }
-        only_if = "" if self.precondition is None else f" AND {_HOLDS}"
+        only_if = "" if self.precondition is None else f" AND {preconditions.HOLDS}"
         ctes = [
             *_precondition_cte(self.precondition, connection),
             ("charge", f"({sql.charge(only_if)})"),
@@ -271,7 +239,7 @@ class SaveEntry(PerDatabase):
             ("revision", f"({sql.revision()})"),
             *((f"{model._meta.model_name}_rows", f"({sql.index_rows(model, name)})") for model, name in _INDEX_ROWS),
         ]
-        select = "(SELECT write_seq FROM charge)" + ("" if self.precondition is None else f", {_HOLDS}")
+        select = "(SELECT write_seq FROM charge)" + ("" if self.precondition is None else f", {preconditions.HOLDS}")
         return _statement(ctes, select), _prepared(given, connection)
 
     def save(
@@ -295,7 +263,7 @@ class SaveEntry(PerDatabase):
         params |= {**charge, "request_id": request_id, "fingerprint": fingerprint, **_writer(writer)}
         if precondition is not None:
             params |= precondition.params
-        (write_seq,) = _checked(precondition, _run(alias, statement, params))
+        (write_seq,) = preconditions.checked(precondition, _run(alias, statement, params))
         if write_seq is None:
             return None
         entry.write_seq = write_seq
@@ -326,7 +294,7 @@ class UpdateEntry(PerDatabase):
         given = [field for field in Entry._meta.concrete_fields if field.attname in INPUT_COLUMNS]
         # The entry row, locked: its latest version, whatever the statement's snapshot saw
         # (and only once the precondition holds).
-        only_if = "" if self.precondition is None else f" AND {_HOLDS}"
+        only_if = "" if self.precondition is None else f" AND {preconditions.HOLDS}"
         locked = (
             f"MATERIALIZED (SELECT {sql.columns(('id', 'codex_id', 'revision', 'tags', 'related_agent_ids'))}"
             f" FROM {sql.table(Entry)} WHERE {sql.entry('codex_id')} = %(codex_id)s AND {sql.entry('id')} = %(id)s"
@@ -364,7 +332,7 @@ class UpdateEntry(PerDatabase):
                 "(SELECT write_seq FROM charge)",
                 f"(SELECT {sql.entry('created_at', 'entry')} FROM entry)",
                 f"(SELECT {sql.entry('updated_at', 'entry')} FROM entry)",
-                *([] if self.precondition is None else [_HOLDS]),
+                *([] if self.precondition is None else [preconditions.HOLDS]),
             ]
         )
         # Sent: the input columns and the entry's keys.
@@ -392,7 +360,9 @@ class UpdateEntry(PerDatabase):
         params |= {**charge, **_writer(writer)}
         if precondition is not None:
             params |= precondition.params
-        revision, write_seq, created_at, updated_at = _checked(precondition, _run(alias, statement, params))
+        revision, write_seq, created_at, updated_at = preconditions.checked(
+            precondition, _run(alias, statement, params)
+        )
         if revision != expected_revision or write_seq is None:
             return Updated(revision, charged=False)
         entry.revision = revision + 1
