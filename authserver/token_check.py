@@ -23,7 +23,6 @@ then passes goes on to use it.
 """
 
 import hashlib
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -238,16 +237,14 @@ _CONFIRMATION = _Confirmation()
 
 class HeldGrant:
     """A grant a check accepted, held by this process for the token's next calls, and the
-    precondition (``for_call``: ``notebook.sql.preconditions``) that such a call's statement
-    checks: that every value the check read is still the same. When it holds, the check would
+    precondition (``for_call``: ``notebook.sql.preconditions``) that a write of such a call
+    makes its statement check: that every value the check read is still the same. When it holds, the check would
     read the very row it accepted and judge it the same way (its expiry and scopes are judged
-    again in ``held_grant``, as time and the call need), so the call's statement is its check
-    as well: one round trip where there were two, and still nothing the database says about a
-    token is taken from before the call. Held for at most ``HELD_FOR_SECONDS``, so that what
-    the held codex's entry count steers (a query's sample size) is never older than that."""
+    again in ``held_grant``, as time and the call need), so the write's statement is the
+    call's check as well: one round trip where there were two, and still nothing the database says about a
+    token is taken from before the call."""
 
     def __init__(self, checksum: str, token: Any, grant: TokenGrant) -> None:
-        self.until = time.monotonic() + HELD_FOR_SECONDS
         self.checksum = checksum
         self.token = token  # the AccessToken as read, with its user, codex and application
         self.grant = grant
@@ -255,7 +252,7 @@ class HeldGrant:
 
     @property
     def params(self) -> dict[str, Any]:
-        """The confirmation's values, prepared on first use (only a statement asks for them)."""
+        """The confirmation's values, prepared on first use (only a write asks for them)."""
         if self._params is None:
             user = self.token.user
             instances = (self.token, user, user.codex, self.token.application)
@@ -268,7 +265,7 @@ class HeldGrant:
 
 class Confirmation:
     """One call's precondition (``notebook.sql.preconditions.Precondition``): the held grant's,
-    and whether a statement of the call has found it to hold (``confirmed``)."""
+    and whether the call's write has found it to hold (``confirmed``)."""
 
     kind = _CONFIRMATION
 
@@ -284,7 +281,6 @@ class Confirmation:
 # At most this many grants are held; past it the lot is dropped (each token's next call is
 # checked apart again, and holds its grant anew).
 HELD_GRANTS_MAX = 1024
-HELD_FOR_SECONDS = 30.0
 _HELD: dict[str, HeldGrant] = {}
 
 
@@ -298,9 +294,7 @@ def held_grant(checksum: str, scopes: Iterable[str] = ()) -> HeldGrant | None:
     """The grant of this token's last accepted check in this process, if it is still unexpired
     and holds ``scopes``, for a write to confirm (``HeldGrant``); else None. Fast path only."""
     held = _HELD.get(checksum) if settings.CODEX_FAST_PATH else None
-    if held is None or held.until < time.monotonic():
-        return None
-    if held.token.is_expired() or not held.token.allow_scopes(list(scopes)):
+    if held is None or held.token.is_expired() or not held.token.allow_scopes(list(scopes)):
         return None
     return held
 

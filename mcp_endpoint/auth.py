@@ -11,9 +11,9 @@ response on its way out, answers with 401/403/503 and the challenge instead; an 
 SDK gave before the handler ran (a protocol error) makes the guard check the token itself.
 For every other POST the guard checks the token and passes the grant down
 (``GRANT_SCOPE_KEY``). The database judges the token on every call, so revocation, expiry
-or a deactivated user take effect on the very next call: a call's service may confirm, in its
-own statement, that the token is unchanged since its last check accepted it (``held_grant``:
-the check and the service's statement in one round trip), and is otherwise checked apart.
+or a deactivated user take effect on the very next call: a write may confirm, in its own
+statement, that the token is unchanged since its last check accepted it (``held_grant``: the
+check and the write in one round trip), and is otherwise checked apart.
 """
 
 from collections.abc import Iterable
@@ -52,7 +52,7 @@ def check_token_checksum(checksum: str, scopes: Iterable[str] = (), ahead: ReadA
 
 
 def held_grant(checksum: str, scopes: Iterable[str]) -> HeldGrant | None:
-    """The grant this process holds for the token, unexpired and with ``scopes``, for a call's
+    """The grant this process holds for the token, unexpired and with ``scopes``, for a write's
     statement to confirm (``authserver.token_check.HeldGrant``); or None."""
     return token_check.held_grant(checksum, scopes)
 

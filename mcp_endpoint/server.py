@@ -92,12 +92,12 @@ def _execute(
 ) -> dict[str, Any] | Refusal:
     """Inside the worker thread (one hop per call): check the token afresh, then run the service.
 
-    A call whose token this process last accepted goes first to its service as it is, with
-    that grant as the precondition of the service's (first) statement (``auth.held_grant``):
-    that statement is then the check too. Only an answer made once a statement has found the
+    A write whose token this process last accepted goes first to its service as it is, with
+    that grant as the precondition of the write's statement (``auth.held_grant``): that
+    statement is then the check too. Only an answer made once the statement has found the
     precondition to hold leaves: if the token has changed since (nothing was written), or the
-    service answered before any statement checked it, the call is checked apart as every other
-    call is, and its answer is the checked call's."""
+    service answered before its statement, the call is checked apart as every other call is,
+    and its answer is the checked call's."""
     tool = TOOLS_BY_NAME[name]  # check_call has refused unknown names
     needed = [scope for scope in auth.ALL_SCOPES if scope in tool.scopes]
     counted: Any = _UNCOUNTED
@@ -151,10 +151,10 @@ def _serve(
     precondition: auth.Confirmation | None = None,
 ) -> dict[str, Any]:
     """The tool's service for a caller whose grant is checked (or, with ``precondition``, is
-    to be confirmed by the service's statement)."""
+    to be confirmed by the service's write)."""
     attributes = {"gen_ai.tool.name": tool.name}
     if precondition is not None:
-        attributes["codex.token_check"] = "in the service's statement"
+        attributes["codex.token_check"] = "in the write's statement"
     with tracing.span("codex.service", attributes):
         codex = services.codex_for_user(user=grant.user)
         if record is not None:

@@ -10,9 +10,9 @@ Each adapter is synchronous and runs inside the one sync boundary
 (``mcp_endpoint.boundary``); it turns arguments into notebook inputs and the
 notebook's answer into the tool's result object. A tool may name a read for the token
 check's statement to make ahead of it (``read_ahead``, get's entry: one round trip for the
-check and the read); its adapter is then given what was read. Another may be given a
-precondition for its service's (first) statement to check (``takes_precondition``: the held
-grant of the call's token, ``mcp_endpoint.server``), and passes it on.
+check and the read); its adapter is then given what was read. A write's adapter may be given
+a precondition for its service's statement to check (``takes_precondition``: the held grant
+of the call's token, ``mcp_endpoint.server``), and passes it on.
 """
 
 from collections.abc import Callable
@@ -110,7 +110,7 @@ def search(codex: Codex, arguments: dict[str, Any], writer: Writer, ahead: None,
         limit=arguments.get("limit"),
         cursor=arguments.get("cursor"),
     )
-    return search_page_dict(selectors.entry_search(codex=codex, params=params, precondition=precondition))
+    return search_page_dict(selectors.entry_search(codex=codex, params=params))
 
 
 UPDATE_TITLE = "Replace a field note"
@@ -152,12 +152,10 @@ class Tool:
     read_ahead: ReadAheadOf | None = None
 
     def takes_precondition(self) -> bool:
-        """Whether the tool's service can check the call's token in its own (first) statement
-        (``mcp_endpoint.server``): a write where the writes can, a read where the reads can,
-        but not a tool whose read already rides in the token check (get's read ahead)."""
-        if WRITE in self.scopes:
-            return services.writes_take_preconditions()
-        return self.read_ahead is None and selectors.reads_take_preconditions()
+        """Whether the tool's service can check the call's token in its own statement
+        (``mcp_endpoint.server``): every tool that needs notes:write is a save or an update,
+        whose services take a precondition where the writes are one statement each."""
+        return WRITE in self.scopes and services.writes_take_preconditions()
 
     @property
     def description(self) -> str:

@@ -11,7 +11,7 @@ from django.db import connections, router
 from django.db.models import Count, F, Q, QuerySet
 
 from notebook import orm, search_plan, store
-from notebook.exceptions import InvalidArgument, NotFound, PreconditionFailed
+from notebook.exceptions import InvalidArgument, NotFound
 from notebook.limits import CANDIDATES_PER_PAGE
 from notebook.models import SEARCH_TAGS_SEPARATOR, Codex, Entry, EntryRevision
 from notebook.prefilters import LIKE, TRIGRAM
@@ -41,7 +41,6 @@ class SearchPage:
 # Made before the token check, which reads the entry in its own statement (``store``).
 EntryReadAhead = store.EntryReadAhead
 entry_read_ahead = store.entry_read_ahead
-reads_take_preconditions = store.reads_take_preconditions
 
 
 def entry_get(*, codex: Codex, entry_id: uuid.UUID, ahead: EntryReadAhead | None = None) -> Entry:
@@ -141,28 +140,8 @@ def _recent_candidates(codex: Codex, params: SearchParams) -> QuerySet[Entry]:
     return candidates
 
 
-class _First:
-    """A caller's precondition for the first statement of a search that takes it (``take``):
-    none for the statements after it (``notebook.sql.preconditions``)."""
-
-    def __init__(self, precondition: store.Precondition | None) -> None:
-        self.precondition = precondition
-
-    def take(self) -> store.Precondition | None:
-        taken, self.precondition = self.precondition, None
-        return taken
-
-
-_NONE = _First(None)
-
-
 def _fetch_candidates(
-    codex: Codex,
-    params: SearchParams,
-    normalized_query: str,
-    after: uuid.UUID | None,
-    count: int,
-    first: _First = _NONE,
+    codex: Codex, params: SearchParams, normalized_query: str, after: uuid.UUID | None, count: int
 ) -> list[Entry]:
     """The page's first ``count`` candidates after the cursor ``after``, in id order,
     narrowed by the indexes (``notebook.store.search_candidates``).
@@ -195,14 +174,12 @@ def _fetch_candidates(
         "search_columns": bool(params.query) and not _narrowed_exactly(normalized_query),
     }
     if not _uses_trigram(normalized_query):
-        return store.search_candidates(codex.pk, **filters, after=after, limit=count, precondition=first.take())
+        return store.search_candidates(codex.pk, **filters, after=after, limit=count)
     filters["query"] = normalized_query
     entries = codex.entry_count
     sample = search_plan.sample_size(entries, count)
-    sample_end = _window_end(codex, params, after, sample, first)
-    rows = store.search_candidates(
-        codex.pk, **filters, after=after, upto=sample_end, prefilter=LIKE, limit=count, precondition=first.take()
-    )
+    sample_end = _window_end(codex, params, after, sample)
+    rows = store.search_candidates(codex.pk, **filters, after=after, upto=sample_end, prefilter=LIKE, limit=count)
     if len(rows) == count or sample_end is None:
         return rows
     start = sample_end
@@ -217,9 +194,7 @@ def _fetch_candidates(
     return rows + _indexed_candidates(codex, filters, start, count - len(rows))
 
 
-def _window_end(
-    codex: Codex, params: SearchParams, after: uuid.UUID | None, entries: int, first: _First = _NONE
-) -> uuid.UUID | None:
+def _window_end(codex: Codex, params: SearchParams, after: uuid.UUID | None, entries: int) -> uuid.UUID | None:
     """Where a walk of the next ``entries`` entries after ``after`` ends (by tag or agent,
     counted in that index; otherwise estimated), or None when it may as well cover the rest.
     A walk of no entries ends where it starts."""
@@ -228,12 +203,7 @@ def _window_end(
     if params.tag is None and params.related_agent_id is None:
         return _estimated_window_end(codex, after, entries)
     return store.search_window_end(
-        codex.pk,
-        after=after,
-        tag=params.tag,
-        agent=params.related_agent_id,
-        offset=entries - 1,
-        precondition=first.take(),
+        codex.pk, after=after, tag=params.tag, agent=params.related_agent_id, offset=entries - 1
     )
 
 
@@ -267,7 +237,7 @@ def _estimated_window_end(codex: Codex, after: uuid.UUID | None, entries: int) -
     return uuid.UUID(int=end) if end < _ID_SPACE else None
 
 
-def entry_search(*, codex: Codex, params: SearchParams, precondition: store.Precondition | None = None) -> SearchPage:
+def entry_search(*, codex: Codex, params: SearchParams) -> SearchPage:
     """One page of a search in ascending id order (contract 5).
 
     Unfiltered: the next ``limit`` entries. Filtered: at most 100 candidates are
@@ -275,23 +245,12 @@ def entry_search(*, codex: Codex, params: SearchParams, precondition: store.Prec
     last one examined, so following cursors to the end yields every entry that
     matched throughout, exactly once. Candidates are narrowed by the indexes
     (``_fetch_candidates``), so a rare tag, agent or word is listed in full on one page.
-
-    ``precondition`` (only where ``store.reads_take_preconditions()``): checked in the page's
-    first statement (``PreconditionFailed`` if it does not hold).
     """
-    first = _First(precondition)
-    page = _search(codex, params, first)
-    if first.precondition is not None:
-        raise PreconditionFailed("no statement of this search checked its precondition")
-    return page
-
-
-def _search(codex: Codex, params: SearchParams, first: _First) -> SearchPage:
     after = _decode_cursor(codex, params)
 
     normalized_query = normalize_for_search(params.query)
     if not params.filtered:
-        rows = _fetch_candidates(codex, params, normalized_query, after, params.limit + 1, first)
+        rows = _fetch_candidates(codex, params, normalized_query, after, params.limit + 1)
         entries = rows[: params.limit]
         next_after = entries[-1].id if entries else None
         return _page(codex, params, entries, scanned=len(entries), has_more=len(rows) > params.limit, last=next_after)
@@ -305,7 +264,7 @@ def _search(codex: Codex, params: SearchParams, first: _First) -> SearchPage:
     # exact check does a second fetch bring the rest of the page's 100 candidates.
     size = min(params.limit, CANDIDATES_PER_PAGE)
     while True:
-        rows = _fetch_candidates(codex, params, normalized_query, last, size + 1, first)
+        rows = _fetch_candidates(codex, params, normalized_query, last, size + 1)
         examined = 0
         for candidate in rows[:size]:
             examined += 1

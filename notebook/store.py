@@ -18,7 +18,6 @@ from django.db import connections, router
 from django.db.models import Model
 
 from notebook import orm
-from notebook.exceptions import PreconditionFailed
 from notebook.models import Entry, EntryRelatedAgent, EntryRevision, EntryTag, RequestKey
 from notebook.sql.converters import new_instance
 from notebook.sql.preconditions import Precondition, PreconditionKind
@@ -177,33 +176,15 @@ def _statement_for(made: dict[PreconditionKind, Any], statement: type, kind: Pre
     return found if found is not None else made.setdefault(kind, statement(kind))
 
 
-def reads_take_preconditions() -> bool:
-    """Whether a search's first statement can check a caller's precondition
-    (``search_candidates``, ``search_window_end``): the fast path on PostgreSQL, where a
-    statement saved is a round trip saved."""
-    return fast() and connections[router.db_for_read(Entry)].vendor == "postgresql"
-
-
-def search_candidates(
-    codex_id: int, *, limit: int, precondition: Precondition | None = None, **filters: Any
-) -> list[Entry]:
-    """A search page's candidates in id order (``orm.search_candidates`` says which);
-    ``precondition`` (where ``reads_take_preconditions()``): checked in the same statement
-    (``PreconditionFailed``)."""
-    if precondition is not None and not reads_take_preconditions():
-        raise PreconditionFailed("this read cannot check a precondition in its statement")
+def search_candidates(codex_id: int, *, limit: int, **filters: Any) -> list[Entry]:
+    """A search page's candidates in id order (``orm.search_candidates`` says which)."""
     if fast():
-        return SEARCH.candidates(codex_id=codex_id, limit=limit, precondition=precondition, **filters)
+        return SEARCH.candidates(codex_id=codex_id, limit=limit, **filters)
     return orm.search_candidates(codex_id, limit=limit, **filters)
 
 
-def search_window_end(
-    codex_id: int, *, offset: int, precondition: Precondition | None = None, **filters: Any
-) -> uuid.UUID | None:
-    """Where a query's walk window ends (``orm.search_window_end``); ``precondition`` as for
-    ``search_candidates``."""
-    if precondition is not None and not reads_take_preconditions():
-        raise PreconditionFailed("this read cannot check a precondition in its statement")
+def search_window_end(codex_id: int, *, offset: int, **filters: Any) -> uuid.UUID | None:
+    """Where a query's walk window ends (``orm.search_window_end``)."""
     if fast():
-        return SEARCH.window_end(codex_id=codex_id, offset=offset, precondition=precondition, **filters)
+        return SEARCH.window_end(codex_id=codex_id, offset=offset, **filters)
     return orm.search_window_end(codex_id, offset=offset, **filters)

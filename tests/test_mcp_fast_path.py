@@ -455,77 +455,13 @@ class TokenConfirmedByTheWriteTest(TransactionTestCase):
                 self.assertIsInstance(refused, Refusal)
                 self.assertEqual(refused.status, 401)
 
-    def test_a_held_search_is_one_statement_and_pages_as_a_checked_one(self) -> None:
-        codex = services.codex_for_user(user=self.alice)
-        for n in range(30):
-            tags = ["common", *(["rare"] if n % 10 == 0 else [])]
-            content = f"note {n} {'needle' if n % 7 == 0 else 'hay'}"
-            services.entry_save(
-                codex=codex,
-                request_id=f"s{n}",
-                data=parse_entry_input({"content": content, "tags": tags, "relatedAgentIds": [f"agent-{n % 3}"]}),
-            )
-        codex.refresh_from_db()
-        searches = [
-            {},
-            {"limit": 5},
-            {"tag": "common", "limit": 4},
-            {"tag": "rare"},
-            {"relatedAgentId": "agent-1", "limit": 3},
-            {"query": "needle", "limit": 2},
-            {"query": "needle", "tag": "common", "limit": 2},
-            {"query": "nowhere"},
-            {"query": "no"},
-        ]
-
-        def pages(arguments: dict[str, Any], checksum: str) -> list[Any]:
-            found, cursor = [], None
-            while True:
-                following = {**arguments, "cursor": cursor} if cursor is not None else arguments
-                page = mcp_server._execute("field_notes_search", following, checksum)
-                cursor = page.get("nextCursor")
-                # A cursor is signed with its time: only whether there is one is compared.
-                found.append({**page, "nextCursor": cursor is not None})
-                if cursor is None:
-                    return found
-
-        def checked_apart(arguments: dict[str, Any]) -> list[Any]:
-            token = token_checksum(mint_access_token(user=self.alice, scopes=BOTH, lifetime=dt.timedelta(hours=1)))
-            with mock.patch.object(auth, "held_grant", return_value=None):
-                return pages(arguments, token)
-
-        for arguments in searches:
-            with self.subTest(**arguments):
-                held = pages(arguments, self.checksum)
-                self.assertEqual(held, checked_apart(arguments))
-        if not services.writes_take_preconditions():
-            return
-        for arguments in searches:
-            with self.subTest(statements=arguments), CaptureQueriesContext(connection) as captured:
-                mcp_server._execute("field_notes_search", arguments, self.checksum)
-            first = captured.captured_queries[0]["sql"]
-            self.assertIn("precondition", first)
-            self.assertTrue(all("precondition" not in query["sql"] for query in captured.captured_queries[1:]))
-            self.assertFalse(
-                any("oauth2_provider_accesstoken" in query["sql"] for query in captured.captured_queries[1:])
-            )
-
-    def test_a_held_search_sees_each_change_to_the_token(self) -> None:
-        User = get_user_model()
-        changes = [
-            ("revoked", lambda: self.stored().delete(), 401),
-            ("deactivated", lambda: User.objects.filter(pk=self.alice.pk).update(is_active=False), 401),
-            ("write only", lambda: self.stored().update(scope="notes:write"), 403),
-        ]
-        for name, change, status in changes:
-            with self.subTest(name):
-                self.setUp_again()
-                self.assertIn("entries", mcp_server._execute("field_notes_search", {}, self.checksum))
-                change()
-                for arguments in ({}, {"tag": "x"}, {"query": "note"}):
-                    refused = mcp_server._execute("field_notes_search", arguments, self.checksum)
-                    self.assertIsInstance(refused, Refusal, arguments)
-                    self.assertEqual(refused.status, status)
+    def test_a_search_is_checked_apart_even_when_its_token_is_held(self) -> None:
+        # Its statements are planned on every call: the check's joins would cost more there
+        # than the round trip they save (notebook.sql.preconditions).
+        with CaptureQueriesContext(connection) as captured:
+            self.assertIn("entries", mcp_server._execute("field_notes_search", {"tag": "x"}, self.checksum))
+        self.assertEqual(len(captured.captured_queries), 2)
+        self.assertNotIn("precondition", " ".join(query["sql"] for query in captured.captured_queries))
 
     @override_settings(CODEX_FAST_PATH=False)
     def test_the_plain_path_holds_no_grant(self) -> None:

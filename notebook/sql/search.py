@@ -45,11 +45,9 @@ from notebook.prefilters import (
     sqlite_trigram_params,
     tested_on_the_row,
 )
-from notebook.sql import preconditions
 from notebook.sql.cache import PerDatabase
 from notebook.sql.converters import ModelColumns
 from notebook.sql.driver import fetchall, run
-from notebook.sql.preconditions import Precondition
 from notebook.writers import APPLICATION
 
 # Searched by a query's LIKE, each on its own (a match never spans two fields).
@@ -133,8 +131,6 @@ class _SearchSQL:
         self.entry_ids = ModelColumns(Entry, self.entry, connection, ("id",))
         self.statements: dict[Shape, tuple[str, tuple[str, ...], ModelColumns[Entry]]] = {}
         self.windows: dict[tuple[type[Model], bool], tuple[str, tuple[str, ...], ModelColumns[Any]]] = {}
-        # A statement carrying a precondition, by the statement (LIMIT included) and kind.
-        self.carrying: dict[tuple[str, Any], tuple[str, tuple[str, ...]]] = {}
 
     @staticmethod
     def _compile(
@@ -264,7 +260,6 @@ class SearchStatements(PerDatabase):
         prefilter: str | None = None,
         search_columns: bool = False,
         bitmap_only: bool = False,
-        precondition: Precondition | None = None,
     ) -> list[Entry]:
         """The first ``limit`` entries of the codex in id order (after ``after``, up to and
         including ``upto``) that have ``tag``, ``agent`` and a revision written by the
@@ -272,8 +267,7 @@ class SearchStatements(PerDatabase):
         as ``prefilter`` says (LIKE or TRIGRAM; None: not at all). As the queryset
         ``Entry.objects.filter(...).defer(...).annotate(excerpt=...)`` made them.
         ``bitmap_only`` (PostgreSQL): planned with ``prefilters.PG_BITMAP_ONLY``, in the same
-        round trip (``_bitmap_only``). ``precondition``: checked in the same statement
-        (``notebook.sql.preconditions``; not with ``bitmap_only``)."""
+        round trip (``_bitmap_only``)."""
         alias = router.db_for_read(Entry)
         database = self.built(alias)
         connection = connections[alias]
@@ -298,16 +292,10 @@ class SearchStatements(PerDatabase):
             if database.vendor == "sqlite":
                 values["trigram"] = sqlite_trigram_params(query, values.get("after"))
         params = self._params(database, names, values)
-        select = f"{sql} LIMIT {int(limit)}"
-        if precondition is not None:
-            if bitmap_only:
-                raise ValueError("a precondition rides in a search's first statement, never in its trigram step")
-            key = columns.attnames.index(Entry._meta.pk.attname)
-            found = _carrying(database, connection, precondition, select, Entry._meta.pk.column, key, params)
-        elif bitmap_only:
-            found = _bitmap_only(connection, select, params)
+        if bitmap_only:
+            found = _bitmap_only(connection, f"{sql} LIMIT {int(limit)}", params)
         else:
-            found = run(connection, select, params, fetchall, prepare=False)
+            found = run(connection, f"{sql} LIMIT {int(limit)}", params, fetchall, prepare=False)
         return _entries(found, columns, database, connection)
 
     def window_end(
@@ -318,12 +306,10 @@ class SearchStatements(PerDatabase):
         after: uuid.UUID | None = None,
         tag: str | None = None,
         agent: str | None = None,
-        precondition: Precondition | None = None,
     ) -> uuid.UUID | None:
         """The id ``offset`` places after ``after`` in the codex (by tag, or else by agent,
         if given, read from that index alone), or None when no entry follows it: a window's
-        last id when the walk goes on past the window. ``precondition``: checked in the same
-        statement (``notebook.sql.preconditions``)."""
+        last id when the walk goes on past the window."""
         alias = router.db_for_read(Entry)
         database = self.built(alias)
         connection = connections[alias]
@@ -338,11 +324,7 @@ class SearchStatements(PerDatabase):
         # alone covers the rest.
         # As the ORM writes it: no OFFSET 0.
         limits = f" LIMIT 2 OFFSET {int(offset)}" if offset else " LIMIT 2"
-        params = self._params(database, names, values)
-        if precondition is not None:
-            ends = _carrying(database, connection, precondition, sql + limits, ids.fields[0].attname, 0, params)
-        else:
-            ends = run(connection, sql + limits, params, fetchall, prepare=False)
+        ends = run(connection, sql + limits, self._params(database, names, values), fetchall, prepare=False)
         return ids.convert(ends[0], connection)[0] if len(ends) == 2 else None
 
     @staticmethod
@@ -400,28 +382,6 @@ def _bitmap_only(connection: BaseDatabaseWrapper, sql: str, params: Sequence[Any
     back to: psycopg drops its prepared statements on any ROLLBACK.)"""
     script = f"{PG_BITMAP_ONLY_SAVE}; {PG_BITMAP_ONLY_SET}; {bound(connection, sql, params)}; {PG_BITMAP_ONLY_RESTORE}"
     return run(connection, script, None, _third_result)
-
-
-def _carrying(
-    database: _SearchSQL,
-    connection: BaseDatabaseWrapper,
-    precondition: Precondition,
-    select: str,
-    order: str,
-    key: int,
-    params: Sequence[Any],
-) -> list[Sequence[Any]]:
-    """The rows of ``select`` (with its positional ``params``) read in the one statement that
-    checks ``precondition`` too (``preconditions.carrying_read``), or ``PreconditionFailed``."""
-    built = database.carrying.get((select, precondition.kind))
-    if built is None:
-        built = database.carrying[select, precondition.kind] = preconditions.carrying_read(
-            precondition.kind, connection, select, order
-        )
-    sql, names = built
-    values = precondition.params
-    rows = run(connection, sql, [*(values[name] for name in names), *params], fetchall, prepare=False)
-    return preconditions.carried_rows(precondition, rows, key)
 
 
 def _third_result(cursor: Any) -> list[Any]:
