@@ -194,7 +194,7 @@ class _TokenQuery(PerDatabase):
         return token
 
     def confirmation(self, connection: BaseDatabaseWrapper) -> str:
-        """The check as a write's precondition (``notebook.sql.writes.PreconditionKind``): a row
+        """The check as a write's precondition (``notebook.sql.preconditions.PreconditionKind``): a row
         exactly when the token, its user, the user's codex and the token's application still
         hold every value a check read (``HeldGrant.params`` names them)."""
         built = self.built(connection.alias)
@@ -217,7 +217,8 @@ class _TokenQuery(PerDatabase):
         return params
 
 
-# The parameter names of the confirmation (``notebook.sql.writes``: a precondition's begin so).
+# The parameter names of the confirmation (``notebook.sql.preconditions``: a precondition's
+# begin so).
 _CHECKSUM_PARAM = "precondition_checksum"
 
 
@@ -238,11 +239,11 @@ _CONFIRMATION = _Confirmation()
 class HeldGrant:
     """A grant a check accepted, held by this process for the token's next calls, and the
     precondition (``for_call``: ``notebook.sql.preconditions``) that a write of such a call
-    makes its statement check: that every value the check read is still the same. When it holds, the check would
-    read the very row it accepted and judge it the same way (its expiry and scopes are judged
-    again in ``held_grant``, as time and the call need), so the write's statement is the
-    call's check as well: one round trip where there were two, and still nothing the database says about a
-    token is taken from before the call."""
+    makes its statement check: that every value the check read is still the same. When it
+    holds, the check would read the very row it accepted and judge it the same way (its expiry
+    and scopes are judged again in ``held_grant``, as time and the call need), so the write's
+    statement is the call's check as well: one round trip where there were two, and still
+    nothing the database says about a token is taken from before the call."""
 
     def __init__(self, checksum: str, token: Any, grant: TokenGrant) -> None:
         self.checksum = checksum

@@ -44,5 +44,5 @@ class Internal(NotebookError):
 
 class PreconditionFailed(Exception):
     """A write's statement found its caller's precondition false and wrote nothing
-    (``notebook.sql.writes.Precondition``). Not a notebook error: the caller decides what
+    (``notebook.sql.preconditions.Precondition``). Not a notebook error: the caller decides what
     it means (a call's token, to be checked afresh)."""

@@ -103,7 +103,7 @@ def _conflict(current: int, expected: int) -> Conflict:
 
 def writes_take_preconditions() -> bool:
     """Whether ``entry_save`` and ``entry_update`` can check a caller's precondition in their
-    write's own statement (``notebook.sql.writes.Precondition``): the one-statement writes."""
+    write's own statement (``notebook.sql.preconditions.Precondition``): the one-statement writes."""
     return store.one_statement_writes()
 
 
