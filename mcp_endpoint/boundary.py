@@ -22,6 +22,10 @@ async def run_sync(work: Callable[[], T]) -> T:
     caller's context variables. It halves the cost of the hop, which every tool call
     pays once. Each worker thread keeps its own database connection, as before.
 
+    The hop stays a thread on PostgreSQL too: psycopg's async connection on the event loop,
+    which would save the hop, costs the event loop more per statement than the hop does
+    (``scripts/bench_boundary.py``, docs/performance.md).
+
     A write's sync (SQLite's group sync, ``notebook.transactions``) is awaited here, after
     the worker thread has returned, so that no thread blocks on the disk: the work's
     result is returned only once its writes are on disk.
