@@ -117,10 +117,15 @@ _pool = (
 )
 
 
+async def _hop(key: int) -> Any:
+    """The read in a worker thread, as ``mcp_endpoint.boundary.run_sync`` hops."""
+    context = contextvars.copy_context()
+    return await asyncio.get_running_loop().run_in_executor(None, context.run, _read_in_thread, key)
+
+
 async def _read(key: int) -> Any:
     if MODE == "thread":
-        context = contextvars.copy_context()
-        return await asyncio.get_running_loop().run_in_executor(None, context.run, _read_in_thread, key)
+        return await _hop(key)
     if MODE == "async":
         return await _queued.read(key)
     if MODE == "pool":
@@ -134,8 +139,7 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
     if MODE == "answer":
         return _ANSWER
     if MODE == "answer-thread":
-        context = contextvars.copy_context()
-        await asyncio.get_running_loop().run_in_executor(None, context.run, _read_in_thread, random.randrange(ROWS))
+        await _hop(random.randrange(ROWS))
         return _ANSWER
     row = await _read(random.randrange(ROWS))
     return types.CallToolResult(content=[types.TextContent(type="text", text=str(row[0]))], structured_content={})
