@@ -12,13 +12,14 @@
   structured content and as its JSON text, in wire form as the project hands it to the SDK;
 - ``answer-thread``: that answer after the ``thread`` mode's hop and read.
 
-Every mode that reads runs the same prepared statement in autocommit, as the project's get does.
+Each is the anchor's own server (``bench_noop_server.sdk_app``, its one ``noop`` tool), so the
+same wrk script drives them. Every mode that reads runs the same prepared statement in
+autocommit, as the project's get does.
 
     BENCH_BOUNDARY=thread uvicorn --app-dir scripts bench_boundary_server:app --port 8001
 """
 
 import asyncio
-import contextlib
 import contextvars
 import json
 import os
@@ -28,12 +29,8 @@ from typing import Any
 
 import mcp_types as types
 import psycopg
-from mcp.server.lowlevel import Server
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.server.transport_security import TransportSecuritySettings
+from bench_noop_server import sdk_app
 from psycopg_pool import AsyncConnectionPool
-from starlette.applications import Starlette
-from starlette.routing import Route
 
 MODE = os.environ.get("BENCH_BOUNDARY", "none")
 URL = os.environ.get("DATABASE_URL", "")
@@ -41,13 +38,6 @@ ROWS = 1000
 CONNECTIONS = 8
 TABLE = "bench_boundary_rows"
 SELECT = f"SELECT id, body FROM {TABLE} WHERE id = %s"
-
-NOOP_TOOL = {
-    "name": "noop",
-    "description": "Reads one row by key (or, as the anchor, nothing).",
-    "inputSchema": {"type": "object", "properties": {}, "additionalProperties": True},
-}
-_LISTING = types.ListToolsResult(tools=[types.Tool.model_validate(NOOP_TOOL)])
 
 _local = threading.local()
 
@@ -145,38 +135,11 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
     return types.CallToolResult(content=[types.TextContent(type="text", text=str(row[0]))], structured_content={})
 
 
-async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-    return _LISTING
-
-
-server = Server(
-    "bench-boundary",
-    version="0.0.0",
-    get_tool_input_schema=lambda name: NOOP_TOOL["inputSchema"] if name == NOOP_TOOL["name"] else None,
-    on_list_tools=list_tools,
-    on_call_tool=call_tool,
-)
-session_manager = StreamableHTTPSessionManager(
-    app=server,
-    json_response=True,
-    stateless=True,
-    security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
-)
-
-
-class MCPApp:
-    async def __call__(self, scope, receive, send) -> None:
-        await session_manager.handle_request(scope, receive, send)
-
-
-@contextlib.asynccontextmanager
-async def lifespan(app: Starlette):
+async def ready() -> None:
     if MODE == "async":
         await _queued.open()
     if MODE == "pool":
         await _pool.open(wait=True)
-    async with session_manager.run():
-        yield
 
 
-app = Starlette(routes=[Route("/mcp", endpoint=MCPApp(), methods=["POST"])], lifespan=lifespan)
+app = sdk_app("bench-boundary", call_tool, ready=ready)

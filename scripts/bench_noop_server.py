@@ -8,6 +8,7 @@ as a fraction of what the SDK and uvicorn alone can serve on the same machine.
     uvicorn --app-dir scripts bench_noop_server:app --port 8001
 """
 
+import contextlib
 from typing import Any
 
 import mcp_types as types
@@ -41,26 +42,38 @@ def input_schema(name: str) -> dict[str, Any] | None:
     return NOOP_TOOL["inputSchema"] if name == NOOP_TOOL["name"] else None
 
 
-server = Server(
-    "bench-noop",
-    version="0.0.0",
-    get_tool_input_schema=input_schema,
-    on_list_tools=list_tools,
-    on_call_tool=call_tool,
-)
-session_manager = StreamableHTTPSessionManager(
-    app=server,
-    json_response=True,
-    stateless=True,
-    security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
-)
+def sdk_app(name: str, on_call_tool: Any, *, ready: Any = None) -> Starlette:
+    """The anchor's server around ``on_call_tool``: the one ``noop`` tool, built as the project's
+    endpoint is, over Starlette. ``ready``, if given, is awaited at startup (``bench_boundary_server``'s
+    database connections)."""
+    server = Server(
+        name,
+        version="0.0.0",
+        get_tool_input_schema=input_schema,
+        on_list_tools=list_tools,
+        on_call_tool=on_call_tool,
+    )
+    session_manager = StreamableHTTPSessionManager(
+        app=server,
+        json_response=True,
+        stateless=True,
+        security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+    )
+
+    class MCPApp:
+        """An ASGI app (a class instance, so Starlette's Route passes the raw scope)."""
+
+        async def __call__(self, scope, receive, send) -> None:
+            await session_manager.handle_request(scope, receive, send)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette):
+        if ready is not None:
+            await ready()
+        async with session_manager.run():
+            yield
+
+    return Starlette(routes=[Route("/mcp", endpoint=MCPApp(), methods=["POST"])], lifespan=lifespan)
 
 
-class MCPApp:
-    """An ASGI app (a class instance, so Starlette's Route passes the raw scope)."""
-
-    async def __call__(self, scope, receive, send) -> None:
-        await session_manager.handle_request(scope, receive, send)
-
-
-app = Starlette(routes=[Route("/mcp", endpoint=MCPApp(), methods=["POST"])], lifespan=lambda _: session_manager.run())
+app = sdk_app("bench-noop", call_tool)
