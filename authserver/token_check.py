@@ -217,8 +217,8 @@ class _TokenQuery(PerDatabase):
         return params
 
 
-# The parameter names of the confirmation (``notebook.sql.preconditions``: a precondition's
-# begin so).
+# The parameter names of the confirmation (``notebook.sql.preconditions``: every precondition
+# parameter's name begins with ``precondition_``).
 _CHECKSUM_PARAM = "precondition_checksum"
 
 
