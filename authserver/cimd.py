@@ -1,41 +1,44 @@
-"""Fetching Client ID Metadata Documents.
+"""Client ID Metadata Documents: what this server accepts in one, and why it refused one.
 
-Production uses django-oauth-toolkit's request-forgery-hardened fetcher unchanged:
-https only, public addresses only, no redirects, size and time limits. Only when
-``CODEX_CIMD_ALLOW_LOOPBACK`` is on (debug, and the test runner) does a client_id on
-a loopback address go to ``authserver.cimd_loopback`` instead, so that a locally
-run client or a test can serve its own document. That module is never imported
-otherwise.
+DOT fetches a document (through ``CodexMetadataFetcher``, its documented
+``CIMD_METADATA_FETCHER`` seam) and builds a public Application from it. The fetcher checks the
+document first, with reasons a person can pass on: a refused document raises
+``DocumentRefused``, whose words the error page shows (``authserver.refusals``). A document
+declaring ``private_key_jwt`` is accepted here: its keys are kept
+(``authserver.client_assertions``), and DOT is handed the document as a public client's, since
+its own builder knows no other kind; the token endpoint then asks that client for an assertion
+(``authserver.validators``), so it is never served as a public client.
 """
 
-import ipaddress
+from typing import Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
-from oauth2_provider.cimd import SafeMetadataFetcher, is_cimd_client_id
+from django.core.cache import cache
+from oauth2_provider.cimd import CIMDError, is_cimd_client_id
+from oauth2_provider.settings import oauth2_settings
 
+from authserver import client_assertions
+from authserver.client_assertions import DocumentRefused
+from authserver.fetching import HardenedFetcher, is_loopback
 
-def _is_loopback(host: str | None) -> bool:
-    if host is None:
-        return False
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+# The members that say how the client authenticates, which DOT's builder must not see.
+_AUTHENTICATION_MEMBERS = ("token_endpoint_auth_method", "jwks_uri", "jwks", "token_endpoint_auth_signing_alg")
+_DOCUMENT_FIX = (
+    "serve the document at exactly this https address, publicly reachable, as JSON "
+    f"(Content-Type application/json) of at most {oauth2_settings.CIMD_MAX_DOCUMENT_SIZE // 1024} KiB"
+)
 
 
 def refusal_hint(client_id: str) -> str | None:
     """Why a metadata document on a loopback address was refused, for the error page.
 
-    DOT's fetcher refuses such addresses without saying so (the person sees only
-    "Invalid client_id parameter value"); a developer running a client locally against
-    a server with debug off needs to know which setting decides.
+    DOT's fetcher refuses such addresses without saying so; a developer running a client
+    locally against a server with debug off needs to know which setting decides.
     """
     if settings.CODEX_CIMD_ALLOW_LOOPBACK or not is_cimd_client_id(client_id):
         return None
-    if not _is_loopback(urlsplit(client_id).hostname):
+    if not is_loopback(urlsplit(client_id).hostname):
         return None
     return (
         "This application's client ID is a metadata document on a loopback address "
@@ -46,10 +49,67 @@ def refusal_hint(client_id: str) -> str | None:
     )
 
 
-class CodexMetadataFetcher(SafeMetadataFetcher):
-    def fetch(self, client_id: str):
-        if settings.CODEX_CIMD_ALLOW_LOOPBACK and _is_loopback(urlsplit(client_id).hostname):
-            from authserver.cimd_loopback import fetch_from_loopback  # debug and tests only
+def _refusal_key(client_id: str) -> str:
+    return "cimd-refusal:" + client_assertions.cache_digest(client_id)
 
-            return fetch_from_loopback(self, client_id)
-        return super().fetch(client_id)
+
+def remembered_refusal(client_id: str) -> dict[str, str] | None:
+    """What was wrong with the document the last time it was fetched, while DOT backs off."""
+    return cache.get(_refusal_key(client_id))
+
+
+def _check_document(client_id: str, metadata: dict[str, Any]) -> client_assertions.Declaration:
+    """The parts of a document DOT would refuse without a reason, checked with one."""
+    if metadata.get("client_id") != client_id:
+        raise DocumentRefused(
+            'its "client_id" is not the address it was fetched from',
+            f'set "client_id" to exactly {client_id}',
+        )
+    declaration = client_assertions.declared_keys(metadata)
+    if "client_secret" in metadata or "client_secret_expires_at" in metadata:
+        raise DocumentRefused(
+            'it carries "client_secret", which a published document must never hold',
+            'remove "client_secret" (and revoke that secret: it is public now)',
+        )
+    redirect_uris = metadata.get("redirect_uris")
+    if not isinstance(redirect_uris, list) or not redirect_uris or not all(isinstance(u, str) for u in redirect_uris):
+        raise DocumentRefused(
+            'it lists no "redirect_uris"',
+            'add "redirect_uris": the addresses the application receives its authorization codes at',
+        )
+    grant_types = metadata.get("grant_types", ["authorization_code"])
+    if (
+        not isinstance(grant_types, list)
+        or "authorization_code" not in grant_types
+        or not set(map(str, grant_types)) <= {"authorization_code", "refresh_token"}
+    ):
+        raise DocumentRefused(
+            'its "grant_types" are not "authorization_code" (with "refresh_token"), the only ones this server serves',
+            'declare "grant_types": ["authorization_code", "refresh_token"]',
+        )
+    if not isinstance(metadata.get("client_name", ""), str):
+        raise DocumentRefused('its "client_name" is not a text', 'make "client_name" a string, or leave it out')
+    return declaration
+
+
+class CodexMetadataFetcher(HardenedFetcher):
+    def fetch(self, client_id: str):
+        try:
+            metadata, max_age = super().fetch(client_id)
+            declaration = _check_document(client_id, metadata)
+        except DocumentRefused as error:
+            self._remember_refusal(client_id, error.problem, error.fix)
+            raise
+        except CIMDError as error:
+            self._remember_refusal(client_id, f"it could not be read ({error})", _DOCUMENT_FIX)
+            raise
+        client_assertions.remember(client_id, declaration)
+        public = {key: value for key, value in metadata.items() if key not in _AUTHENTICATION_MEMBERS}
+        return public, max_age
+
+    @staticmethod
+    def _remember_refusal(client_id: str, problem: str, fix: str) -> None:
+        # As long as DOT's backoff on this document, during which it answers "unknown client"
+        # without fetching again.
+        timeout = oauth2_settings.CIMD_FAILURE_BACKOFF_SECONDS + 5
+        cache.set(_refusal_key(client_id), {"problem": problem, "fix": fix}, timeout=timeout)

@@ -1,4 +1,5 @@
-"""django-oauth-toolkit's request validator, pinned to this server's one resource.
+"""django-oauth-toolkit's request validator, pinned to this server's one resource, with
+``private_key_jwt`` for clients whose metadata document declares it.
 
 RFC 8707 audience binding: every grant and token is bound to exactly
 ``CODEX_RESOURCE_URL``. A request without ``resource`` is pinned to it; any other
@@ -6,11 +7,16 @@ resource is refused with ``invalid_target``. PKCE must use S256: a ``plain`` or
 missing method is refused before the consent page is shown.
 """
 
+import logging
 from urllib.parse import parse_qs, urlsplit
 
 from django.conf import settings
 from oauth2_provider.oauth2_validators import OAuth2Validator
 from oauthlib.oauth2.rfc6749 import errors
+
+from authserver import client_assertions
+
+logger = logging.getLogger(__name__)
 
 
 def _foreign_target(resources: list[str], request) -> errors.CustomOAuth2Error | None:
@@ -39,6 +45,54 @@ SERVED_GRANT_TYPES = frozenset({"authorization_code", "refresh_token"})
 
 
 class CodexOAuth2Validator(OAuth2Validator):
+    # --- client authentication: private_key_jwt (authserver.client_assertions) ---------------
+    # oauthlib asks client_authentication_required first, then authenticate_client (or, when
+    # not required, authenticate_client_id), on the token and the revocation endpoints.
+
+    def client_authentication_required(self, request, *args, **kwargs):
+        if client_assertions.presented(request) or self._client_keys(request.client_id) is not None:
+            return True
+        return super().client_authentication_required(request, *args, **kwargs)
+
+    def authenticate_client(self, request, *args, **kwargs):
+        client_id = request.client_id or client_assertions.claimed_client_id(getattr(request, "client_assertion", None))
+        keys = self._client_keys(client_id)
+        if keys is None and not client_assertions.presented(request):
+            return super().authenticate_client(request, *args, **kwargs)
+        try:
+            if keys is None:
+                raise client_assertions.AssertionRefused(
+                    "this client does not authenticate with private_key_jwt (its metadata document declares no keys)"
+                )
+            # Loads the client, and fetches its document again when DOT's copy is stale: the
+            # keys are read after it, as that document declares them.
+            if not self.validate_client_id(client_id, request):
+                raise client_assertions.AssertionRefused("the client's metadata document could not be used")
+            keys = self._client_keys(client_id)
+            if keys is None:
+                raise client_assertions.AssertionRefused("the client's metadata document no longer declares keys")
+            client_assertions.authenticate(
+                client_id=client_id,
+                keys=keys,
+                assertion_type=getattr(request, "client_assertion_type", None),
+                assertion=getattr(request, "client_assertion", None),
+                endpoint=urlsplit(request.uri).path.removeprefix("/o/"),
+                now=client_assertions.now(),
+            )
+        except client_assertions.AssertionRefused as refused:
+            logger.warning("client assertion refused for %r: %s", (client_id or "")[:255], refused)
+            raise errors.InvalidClientError(description=str(refused), request=request) from None
+        request.client_id = client_id
+        return True
+
+    @staticmethod
+    def _client_keys(client_id):
+        if not isinstance(client_id, str) or not client_id:
+            return None
+        return client_assertions.keys_of(client_id)
+
+    # --- grants -------------------------------------------------------------------------------
+
     def validate_grant_type(self, client_id, grant_type, client, request, *args, **kwargs):
         # Whatever grant a client was registered with (an old DCR client, an admin edit),
         # the token endpoint serves only the advertised grants.

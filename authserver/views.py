@@ -3,6 +3,7 @@ server's consent page, iss on every redirect and a rate limit on metadata-docume
 fetches) and dynamic registration with a clear 429. The connected-applications
 pages are in ``authserver.clients``."""
 
+import json
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -12,12 +13,13 @@ from django.shortcuts import render
 from oauth2_provider.cimd import is_cimd_client_id
 from oauth2_provider.exceptions import OAuthToolkitError
 from oauth2_provider.models import get_application_model
-from oauth2_provider.views import AuthorizationView
+from oauth2_provider.views import AuthorizationView, OAuthServerMetadataView
 from oauth2_provider.views.dynamic_client_registration import DynamicClientRegistrationView
 
 import codex_metrics
-from authserver.cimd import refusal_hint
+from authserver import client_assertions
 from authserver.ratelimit import allow, client_address
+from authserver.refusals import explain
 from authserver.registration import NeverCachedMixin, registration_body_problem
 
 
@@ -92,9 +94,10 @@ class CodexAuthorizationView(AuthorizationView):
 
     def error_response(self, error: Any, application: Any, **kwargs: Any) -> HttpResponse:
         response = super().error_response(error, application, **kwargs)
-        hint = refusal_hint(self.request.GET.get("client_id", ""))
-        if hint and getattr(response, "context_data", None) is not None:
-            response.context_data["hint"] = hint  # a TemplateResponse, rendered after this
+        if getattr(response, "context_data", None) is not None:  # the error page, not a redirect
+            params = self.request.GET if self.request.method == "GET" else self.request.POST
+            # A TemplateResponse, rendered after this.
+            response.context_data["refusal"] = explain(params.get("client_id", ""), params.get("redirect_uri", ""))
         return response
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
@@ -125,3 +128,24 @@ class RateLimitedRegistrationView(NeverCachedMixin, DynamicClientRegistrationVie
         if problem := registration_body_problem(request):
             return problem
         return super().post(request, *args, **kwargs)
+
+
+class CodexServerMetadataView(OAuthServerMetadataView):
+    """DOT's RFC 8414 metadata, with the algorithms a ``private_key_jwt`` assertion may use."""
+
+    def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        response = super().get(request, *args, **kwargs)
+        data = json.loads(response.content)
+        if client_assertions.PRIVATE_KEY_JWT in data.get("token_endpoint_auth_methods_supported", ()):
+            data["token_endpoint_auth_signing_alg_values_supported"] = list(client_assertions.SIGNING_ALGORITHMS)
+        # Introspection authenticates clients its own way (DOT's protected resource view), not
+        # by assertion.
+        if "introspection_endpoint_auth_methods_supported" in data:
+            data["introspection_endpoint_auth_methods_supported"] = [
+                method
+                for method in data["introspection_endpoint_auth_methods_supported"]
+                if method != client_assertions.PRIVATE_KEY_JWT
+            ]
+        answer = JsonResponse(data)
+        answer["Access-Control-Allow-Origin"] = response["Access-Control-Allow-Origin"]
+        return answer

@@ -306,7 +306,13 @@ def oauth2_provider_settings(public_url: str) -> dict:
         "COMPLIANT_BCP_RFC9700_PASSWORD_GRANT": True,
         "OAUTH2_RESPONSE_TYPES_SUPPORTED": ["code"],
         "OAUTH2_GRANT_TYPES_SUPPORTED": ["authorization_code", "refresh_token"],
-        "OAUTH2_TOKEN_ENDPOINT_AUTH_METHODS_SUPPORTED": ["none", "client_secret_basic", "client_secret_post"],
+        # private_key_jwt: for clients whose metadata document declares it (authserver.client_assertions).
+        "OAUTH2_TOKEN_ENDPOINT_AUTH_METHODS_SUPPORTED": [
+            "none",
+            "client_secret_basic",
+            "client_secret_post",
+            "private_key_jwt",
+        ],
         # RFC 8707: every grant and token is bound to <public_url>/mcp.
         "OAUTH2_VALIDATOR_CLASS": "authserver.validators.CodexOAuth2Validator",
         # Dynamic Client Registration (RFC 7591) for clients that do not use metadata documents.

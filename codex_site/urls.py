@@ -2,7 +2,6 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from oauth2_provider import urls as dot_urls
-from oauth2_provider.views import OAuthServerMetadataView
 
 from authserver import views as authserver_views
 from authserver.registration import GuardedRegistrationManagementView
@@ -14,8 +13,23 @@ from codex_site import views as site_views
 # register clients for grants the metadata does not offer; the device flow and OIDC
 # are off. People see and revoke their clients at /account/clients/ instead.
 _SERVED = {"authorize", "token", "revoke-token", "introspect"}
+# DOT's authorization-server metadata view is replaced by ours (it adds the assertion
+# algorithms), under the same names.
+_SERVER_METADATA = {"oauth-server-metadata", "oauth-server-metadata-issuer"}
 OAUTH_ENDPOINTS = (
-    dot_urls.metadata_urlpatterns
+    [pattern for pattern in dot_urls.metadata_urlpatterns if pattern.name not in _SERVER_METADATA]
+    + [
+        path(
+            ".well-known/oauth-authorization-server",
+            authserver_views.CodexServerMetadataView.as_view(),
+            name="oauth-server-metadata",
+        ),
+        path(
+            ".well-known/oauth-authorization-server/<path:issuer_path>",
+            authserver_views.CodexServerMetadataView.as_view(),
+            name="oauth-server-metadata-issuer",
+        ),
+    ]
     + [pattern for pattern in dot_urls.base_urlpatterns if pattern.name in _SERVED]
     + dot_urls.dcr_urlpatterns
 )
@@ -36,8 +50,8 @@ urlpatterns = [
     path("codex/", include("mycodex.urls")),
     # RFC 8414 metadata for issuer <base>/o: the path-suffixed form MCP clients try first,
     # and the root form. OIDC_ISS_ENDPOINT makes both report the same issuer.
-    path(".well-known/oauth-authorization-server/o", OAuthServerMetadataView.as_view()),
-    path(".well-known/oauth-authorization-server", OAuthServerMetadataView.as_view()),
+    path(".well-known/oauth-authorization-server/o", authserver_views.CodexServerMetadataView.as_view()),
+    path(".well-known/oauth-authorization-server", authserver_views.CodexServerMetadataView.as_view()),
     # OIDC is off; answer its discovery URLs with a plain 404 rather than DOT's debug error.
     path(".well-known/openid-configuration/o", site_views.not_found),
     path("o/.well-known/openid-configuration", site_views.not_found),

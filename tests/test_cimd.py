@@ -9,7 +9,7 @@ from oauth2_provider import cimd as dot_cimd
 from oauth2_provider.oauth2_validators import OAuth2Validator
 
 from authserver import cimd_loopback
-from authserver.cimd import CodexMetadataFetcher
+from authserver.fetching import HardenedFetcher
 from common import internals
 
 
@@ -36,6 +36,8 @@ class PrivateApiGuardTest(SimpleTestCase):
 
 
 class LoopbackFetcherTest(SimpleTestCase):
+    """Documents and key sets alike (``authserver.fetching``)."""
+
     def fetched_by_dot(self, client_id: str, *, allow_loopback: bool) -> bool:
         """Whether DOT's own fetch (not the loopback one) handled ``client_id``."""
         with (
@@ -43,7 +45,7 @@ class LoopbackFetcherTest(SimpleTestCase):
             mock.patch.object(dot_cimd.SafeMetadataFetcher, "fetch", return_value=({}, 0)) as dots,
             mock.patch.object(cimd_loopback, "fetch_from_loopback", return_value=({}, 0)) as loopback,
         ):
-            CodexMetadataFetcher().fetch(client_id)
+            HardenedFetcher().fetch(client_id)
         self.assertNotEqual(dots.called, loopback.called)
         return dots.called
 

@@ -79,6 +79,7 @@ class MetadataTest(OAuthServerTestCase):
         self.assertEqual(documents[0], documents[1])
         self.assertEqual(documents[0], documents[2])
         o = self.issuer
+        secret_methods = ["none", "client_secret_basic", "client_secret_post"]
         self.assertEqual(
             documents[0],
             {
@@ -94,9 +95,20 @@ class MetadataTest(OAuthServerTestCase):
                 "code_challenge_methods_supported": ["S256"],
                 "client_id_metadata_document_supported": True,
                 "authorization_response_iss_parameter_supported": True,
-                "token_endpoint_auth_methods_supported": ["none", "client_secret_basic", "client_secret_post"],
-                "revocation_endpoint_auth_methods_supported": ["none", "client_secret_basic", "client_secret_post"],
-                "introspection_endpoint_auth_methods_supported": ["none", "client_secret_basic", "client_secret_post"],
+                "token_endpoint_auth_methods_supported": [*secret_methods, "private_key_jwt"],
+                "token_endpoint_auth_signing_alg_values_supported": [
+                    "RS256",
+                    "RS384",
+                    "RS512",
+                    "PS256",
+                    "PS384",
+                    "PS512",
+                    "ES256",
+                    "ES384",
+                    "ES512",
+                ],
+                "revocation_endpoint_auth_methods_supported": [*secret_methods, "private_key_jwt"],
+                "introspection_endpoint_auth_methods_supported": secret_methods,
             },
         )
 

@@ -1,0 +1,35 @@
+"""What this server keeps about OAuth clients beyond django-oauth-toolkit's own tables."""
+
+from django.db import models
+
+
+class ClientKeys(models.Model):
+    """The public keys of a client named by a metadata document that authenticates with
+    ``private_key_jwt`` (RFC 7523 §2.2), as its document last declared them.
+
+    DOT's Application has no place for them (its metadata-document support knows only public
+    clients), so they are kept here, by client id, and written whenever the document is
+    fetched (``authserver.cimd``): a document that stops declaring ``private_key_jwt`` removes
+    its row, and with it the token endpoint's demand for an assertion. A row without its
+    Application is inert: the token endpoint looks here only for a client it has loaded.
+    """
+
+    client_id = models.CharField(max_length=255, unique=True)
+    # Exactly one of the two: where the key set is served, or the key set itself.
+    jwks_uri = models.CharField(max_length=2048, blank=True)
+    jwks = models.JSONField(null=True, blank=True)
+    # token_endpoint_auth_signing_alg, when the document names one: the only algorithm accepted.
+    signing_algorithm = models.CharField(max_length=16, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=(models.Q(jwks_uri="") & models.Q(jwks__isnull=False))
+                | (~models.Q(jwks_uri="") & models.Q(jwks__isnull=True)),
+                name="authserver_clientkeys_one_key_source",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.client_id

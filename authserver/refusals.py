@@ -1,0 +1,79 @@
+"""What the authorization page says when it refuses a client, in words a person can pass on.
+
+DOT answers a client it cannot use with "invalid_request: Invalid client_id parameter value"
+(or "Mismatching redirect URI"), which tells the person nothing they can act on. The page
+names instead which document or registration was refused, what in it could not be used, and
+what the application's maker should change (contract 8).
+"""
+
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from django.http.request import validate_host
+from oauth2_provider.cimd import is_cimd_client_id
+from oauth2_provider.models import get_application_model
+from oauth2_provider.settings import oauth2_settings
+
+from authserver.cimd import refusal_hint, remembered_refusal
+from common.inputs import shown
+
+
+@dataclass(frozen=True)
+class Refusal:
+    what: str  # the document or registration, named
+    problem: str  # what in it could not be used
+    fix: str  # what its maker should change
+
+
+def _redirect_problem(what: str, redirect_uri: str, listed: list[str], *, document: bool) -> Refusal:
+    where = "lists" if document else "registered"
+    return Refusal(
+        what=what,
+        problem=f"the address the application asked to be sent back to, {shown(redirect_uri, max_chars=200)}, "
+        f"is not one of the redirect_uris it {where} ({', '.join(shown(uri, max_chars=200) for uri in listed[:5])})",
+        fix=f"add that address to its redirect_uris{' in the document' if document else ''}, or have the "
+        "application use one that is listed",
+    )
+
+
+def explain(client_id: str, redirect_uri: str) -> Refusal | None:
+    """Why an authorization request naming ``client_id`` and ``redirect_uri`` was refused, or
+    None when the client and its redirect address are not the reason."""
+    if not client_id:
+        return None
+    Application = get_application_model()
+    application = Application.objects.filter(client_id=client_id).first()
+    if is_cimd_client_id(client_id):
+        what = f"the application's metadata document at {shown(client_id, max_chars=200)}"
+        if hint := refusal_hint(client_id):
+            return Refusal(what, hint, "serve the document from a public https address")
+        if refused := remembered_refusal(client_id):
+            return Refusal(what, refused["problem"], refused["fix"])
+        host = urlsplit(client_id).hostname or ""
+        if not validate_host(host, oauth2_settings.CIMD_ALLOWED_HOSTS or []):
+            return Refusal(
+                what,
+                f"this server accepts metadata documents only from the hosts its operator allows, and {host} "
+                "is not one of them",
+                "ask this server's operator to allow the host (CODEX_CIMD_ALLOWED_HOSTS)",
+            )
+        if application is not None and redirect_uri and not application.redirect_uri_allowed(redirect_uri):
+            return _redirect_problem(what, redirect_uri, application.redirect_uris.split(), document=True)
+        if application is None:
+            return Refusal(
+                what,
+                "it could not be used just now (it was refused a moment ago, and is not fetched again for a minute)",
+                "check that the document is served at exactly this address; then try again in a minute",
+            )
+        return None
+    what = f"the application's registration (client ID {shown(client_id, max_chars=80)})"
+    if application is None:
+        return Refusal(
+            what,
+            "this server has no application registered with this client ID: it was never registered here, or "
+            "it was removed (a registration nobody signed in with expires)",
+            "register again with Dynamic Client Registration, or name the application with a metadata document",
+        )
+    if redirect_uri and not application.redirect_uri_allowed(redirect_uri):
+        return _redirect_problem(what, redirect_uri, application.redirect_uris.split(), document=False)
+    return None

@@ -1,0 +1,289 @@
+"""ChatGPT's way of connecting, emulated from its documentation: a metadata document declaring
+``private_key_jwt`` with a ``jwks_uri``, and RFC 7523 client assertions at the token endpoint
+for the code and the refresh grant. Every assertion that is not exactly right is refused with
+``invalid_client``, and nothing it sent is kept."""
+
+import json
+
+from django.db import connection
+from oauth2_provider.models import AccessToken, Application
+
+from authserver.models import ClientKeys
+from tests.hosted_clients import ChatGPTLike, DocumentsServer, ec_key, public_jwk, rsa_key
+from tests.live import LiveServerTestCase
+from tests.mcp_client import success_of, with_client
+from tests.oauth_helpers import Browser, authorization_url, forms_of, pkce_pair
+
+ALL_SCOPES = "notes:read notes:write"
+
+
+def spent_jtis() -> int:
+    """Assertion ids kept in the shared cache (the database cache's table)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT COUNT(*) FROM codex_cache WHERE cache_key LIKE %s", ["%client-assertion-jti:%"])
+        return cursor.fetchone()[0]
+
+
+class ChatGPTFlowTestCase(LiveServerTestCase):
+    def setUp(self) -> None:
+        self.make_user("alice")
+        self.browser = Browser(self.live.base_url, "alice", "alice-password")
+        self.addCleanup(self.browser.close)
+        self.documents = self.enterContext(DocumentsServer())
+        self.chatgpt = ChatGPTLike(self.documents)
+        self.token_endpoint = self.live.base_url + "/o/token/"
+
+    def authorize(self, client: ChatGPTLike | None = None) -> tuple[str, str]:
+        """Sign in and approve; returns (code, verifier)."""
+        client = client or self.chatgpt
+        verifier, challenge = pkce_pair()
+        url = authorization_url(
+            self.live.base_url,
+            client.client_id,
+            code_challenge=challenge,
+            code_challenge_method="S256",
+            scope=ALL_SCOPES,
+            resource=self.mcp_url,
+        )
+        answer = self.browser.authorize(url)
+        self.assertIn("code", answer, answer)
+        return answer["code"], verifier
+
+    def code_grant(self, code: str, verifier: str) -> dict[str, str]:
+        return {
+            "grant_type": "authorization_code",
+            "code": code,
+            "redirect_uri": self.chatgpt.document["redirect_uris"][0],
+            "code_verifier": verifier,
+            "resource": self.mcp_url,
+        }
+
+    def assert_invalid_client(self, response, words: str) -> None:
+        self.assertEqual(response.status_code, 401, response.text)
+        self.assertEqual(response.json()["error"], "invalid_client", response.text)
+        self.assertIn(words, response.json().get("error_description", ""))
+
+
+class ChatGPTConnectsTest(ChatGPTFlowTestCase):
+    def test_the_metadata_advertises_private_key_jwt_and_its_algorithms(self) -> None:
+        import httpx2
+
+        metadata = httpx2.get(self.live.base_url + "/.well-known/oauth-authorization-server/o").json()
+        self.assertIn("private_key_jwt", metadata["token_endpoint_auth_methods_supported"])
+        self.assertIn("RS256", metadata["token_endpoint_auth_signing_alg_values_supported"])
+        self.assertIn("ES256", metadata["token_endpoint_auth_signing_alg_values_supported"])
+        self.assertIn("PS256", metadata["token_endpoint_auth_signing_alg_values_supported"])
+        self.assertNotIn("HS256", metadata["token_endpoint_auth_signing_alg_values_supported"])
+        self.assertTrue(metadata["client_id_metadata_document_supported"])
+
+    def test_sign_in_consent_token_by_assertion_refresh_by_assertion_and_the_four_tools(self) -> None:
+        code, verifier = self.authorize()
+        self.assertTrue(ClientKeys.objects.filter(client_id=self.chatgpt.client_id).exists())
+        granted = self.chatgpt.token_request(
+            self.live.base_url, self.code_grant(code, verifier), self.chatgpt.assertion(self.token_endpoint)
+        )
+        self.assertEqual(granted.status_code, 200, granted.text)
+        tokens = granted.json()
+        self.assertEqual(tokens["scope"], ALL_SCOPES)
+
+        refreshed = self.chatgpt.token_request(
+            self.live.base_url,
+            {"grant_type": "refresh_token", "refresh_token": tokens["refresh_token"], "resource": self.mcp_url},
+            self.chatgpt.assertion(self.live.base_url + "/o"),  # the issuer is an audience too
+        )
+        self.assertEqual(refreshed.status_code, 200, refreshed.text)
+        access_token = refreshed.json()["access_token"]
+        self.assertNotEqual(access_token, tokens["access_token"])
+
+        async def four_tools(client):
+            listed = [tool.name for tool in (await client.list_tools()).tools]
+            saved = success_of(
+                await client.call_tool(
+                    "field_notes_save", {"requestId": "r-1", "entry": {"content": "from ChatGPT", "tags": ["gpt"]}}
+                )
+            )["entry"]
+            got = success_of(await client.call_tool("field_notes_get", {"id": saved["id"]}))["entry"]
+            found = success_of(await client.call_tool("field_notes_search", {"tag": "gpt"}))["entries"]
+            updated = success_of(
+                await client.call_tool(
+                    "field_notes_update",
+                    {"id": saved["id"], "expectedRevision": 1, "entry": {"content": "from ChatGPT, again"}},
+                )
+            )["entry"]
+            return listed, got, found, updated
+
+        listed, got, found, updated = with_client(self.mcp_url, access_token, "legacy", four_tools)
+        self.assertEqual(listed, ["field_notes_save", "field_notes_get", "field_notes_search", "field_notes_update"])
+        self.assertEqual(got["content"], "from ChatGPT")
+        self.assertEqual([entry["id"] for entry in found], [got["id"]])
+        self.assertEqual(updated["revision"], 2)
+        # The key set was fetched once, and served every assertion after from the cache.
+        self.assertEqual(self.chatgpt.jwks_requests, 1)
+
+    def test_a_refresh_without_an_assertion_is_refused(self) -> None:
+        code, verifier = self.authorize()
+        tokens = self.chatgpt.token_request(
+            self.live.base_url, self.code_grant(code, verifier), self.chatgpt.assertion(self.token_endpoint)
+        ).json()
+        refused = self.chatgpt.token_request(
+            self.live.base_url, {"grant_type": "refresh_token", "refresh_token": tokens["refresh_token"]}, None
+        )
+        self.assert_invalid_client(refused, "send client_assertion")
+
+    def test_a_rotated_key_is_found_by_fetching_the_set_again_once(self) -> None:
+        code, verifier = self.authorize()
+        self.chatgpt.token_request(
+            self.live.base_url, self.code_grant(code, verifier), self.chatgpt.assertion(self.token_endpoint)
+        )
+        self.assertEqual(self.chatgpt.jwks_requests, 1)
+        # The client rotates: a new key under a new kid.
+        self.chatgpt.key, self.chatgpt.kid = rsa_key(), "chatgpt-rotated"
+        self.chatgpt.publish()
+        code, verifier = self.authorize()
+        granted = self.chatgpt.token_request(
+            self.live.base_url, self.code_grant(code, verifier), self.chatgpt.assertion(self.token_endpoint)
+        )
+        self.assertEqual(granted.status_code, 200, granted.text)
+        self.assertEqual(self.chatgpt.jwks_requests, 2)
+        # Unknown kids do not make the server fetch at will: one fetch per floor at most.
+        for kid in ["unknown-1", "unknown-2", "unknown-3"]:
+            refused = self.chatgpt.token_request(
+                self.live.base_url,
+                self.code_grant("no-code", verifier),
+                self.chatgpt.assertion(self.token_endpoint, kid=kid),
+            )
+            self.assert_invalid_client(refused, "no key of the client's key set has kid")
+        self.assertEqual(self.chatgpt.jwks_requests, 2)
+
+    def test_es256_and_ps256_assertions_with_an_inline_key_set(self) -> None:
+        for alg, key in [("ES256", ec_key()), ("PS256", rsa_key())]:
+            with self.subTest(alg=alg):
+                client = ChatGPTLike(self.documents, connector=f"inline-{alg.lower()}")
+                client.key, client.kid, client.alg = key, f"inline-{alg}", alg
+                client.document.update(
+                    token_endpoint_auth_signing_alg=alg, jwks={"keys": [public_jwk(key, client.kid, alg)]}
+                )
+                del client.document["jwks_uri"]
+                client.publish()
+                code, verifier = self.authorize(client)
+                granted = client.token_request(
+                    self.live.base_url,
+                    dict(self.code_grant(code, verifier)),
+                    client.assertion(self.token_endpoint),
+                )
+                self.assertEqual(granted.status_code, 200, granted.text)
+
+
+class RefusedAssertionsTest(ChatGPTFlowTestCase):
+    """Each refused before the code is looked at: the same code still works afterwards, no token
+    was issued, and no refused assertion's jti was kept."""
+
+    def test_every_negative_is_invalid_client_and_leaves_nothing(self) -> None:
+        code, verifier = self.authorize()
+        grant = self.code_grant(code, verifier)
+        spent = self.chatgpt.assertion(self.token_endpoint)
+        self.assertEqual(
+            self.chatgpt.token_request(self.live.base_url, self.code_grant("x", verifier), spent).status_code, 400
+        )
+        stranger = rsa_key()
+        endpoint = self.token_endpoint
+        cases = {
+            "no assertion": (None, "send client_assertion"),
+            "a foreign key": (self.chatgpt.assertion(endpoint, key=stranger), "signature does not verify"),
+            "a wrong audience": (self.chatgpt.assertion("https://elsewhere.example/token"), "aud must be"),
+            "an expired assertion": (self.chatgpt.assertion(endpoint, exp=1_000_000_000), "expired"),
+            "an assertion valid too long": (
+                self.chatgpt.assertion(endpoint, exp=self.chatgpt.claims(endpoint)["iat"] + 3600),
+                "at most 300 seconds",
+            ),
+            "a replayed jti": (spent, "used before"),
+            "an HMAC signed with the public key": (self.chatgpt.hmac_with_public_key(endpoint), "not accepted"),
+            "alg none": (self.chatgpt.unsigned(endpoint), "not accepted"),
+            "another issuer": (
+                self.chatgpt.assertion(endpoint, iss="https://other.example/client.json"),
+                "iss must be",
+            ),
+            "another subject": (self.chatgpt.assertion(endpoint, sub="someone-else"), "sub must be"),
+            "no jti": (self.chatgpt.assertion(endpoint, jti=None), "no jti claim"),
+            "not a JWT": ("not.a.jwt", "not a signed JWT"),
+        }
+        tokens_before = AccessToken.objects.count()
+        self.assertEqual(spent_jtis(), 1)
+        for name, (assertion, words) in cases.items():
+            with self.subTest(name):
+                self.assert_invalid_client(self.chatgpt.token_request(self.live.base_url, grant, assertion), words)
+        wrong_type = self.chatgpt.token_request(self.live.base_url, dict(grant, client_assertion_type="jwt"), None)
+        self.assertEqual(wrong_type.status_code, 401, wrong_type.text)
+        self.assertEqual(AccessToken.objects.count(), tokens_before)
+        self.assertEqual(spent_jtis(), 1)  # the one assertion that was good
+        # The code was never consumed: the right assertion still gets its token.
+        granted = self.chatgpt.token_request(self.live.base_url, grant, self.chatgpt.assertion(endpoint))
+        self.assertEqual(granted.status_code, 200, granted.text)
+
+    def test_an_assertion_for_a_public_client_is_refused(self) -> None:
+        del self.chatgpt.document["jwks_uri"]
+        self.chatgpt.document["token_endpoint_auth_method"] = "none"
+        self.chatgpt.publish()
+        code, verifier = self.authorize()
+        self.assertFalse(ClientKeys.objects.exists())
+        refused = self.chatgpt.token_request(
+            self.live.base_url, self.code_grant(code, verifier), self.chatgpt.assertion(self.token_endpoint)
+        )
+        self.assert_invalid_client(refused, "does not authenticate with private_key_jwt")
+
+
+class RefusedDocumentsTest(ChatGPTFlowTestCase):
+    """The person sees which document, what in it, and what its maker should change."""
+
+    def refusal_page(self, document_changes: dict, *, drop: tuple[str, ...] = (), redirect_uri: str | None = None):
+        self.chatgpt.document.update(document_changes)
+        for member in drop:
+            del self.chatgpt.document[member]
+        self.chatgpt.publish()
+        _, challenge = pkce_pair()
+        params = {"code_challenge": challenge, "code_challenge_method": "S256"}
+        if redirect_uri:
+            params["redirect_uri"] = redirect_uri
+        page = self.browser.open_authorization(authorization_url(self.live.base_url, self.chatgpt.client_id, **params))
+        self.assertEqual(page.status_code, 400, page.text)
+        self.assertIn("maker should change", page.text)
+        self.assertIn(self.chatgpt.client_id, page.text)
+        self.assertFalse(Application.objects.filter(client_id=self.chatgpt.client_id).exists() and not redirect_uri)
+        self.assertEqual(
+            forms_of(page.text), [form for form in forms_of(page.text) if "client_id" not in form["fields"]]
+        )
+        return page.text
+
+    def test_private_key_jwt_without_keys(self) -> None:
+        text = self.refusal_page({}, drop=("jwks_uri",))
+        self.assertIn("neither &quot;jwks_uri&quot; nor &quot;jwks&quot;", text)
+        self.assertFalse(ClientKeys.objects.exists())
+
+    def test_a_shared_secret_method(self) -> None:
+        text = self.refusal_page({"token_endpoint_auth_method": "client_secret_basic"})
+        self.assertIn("a shared secret", text)
+
+    def test_an_hmac_signing_algorithm(self) -> None:
+        text = self.refusal_page({"token_endpoint_auth_signing_alg": "HS256"})
+        self.assertIn("does not accept", text)
+
+    def test_a_private_key_published_inline(self) -> None:
+        jwk = json.loads(json.dumps(public_jwk(rsa_key(), "k", "RS256")))
+        text = self.refusal_page({"jwks": {"keys": [dict(jwk, d="secret")]}}, drop=("jwks_uri",))
+        self.assertIn("private or symmetric key", text)
+
+    def test_a_document_that_cannot_be_fetched(self) -> None:
+        self.documents.documents.clear()
+        _, challenge = pkce_pair()
+        url = authorization_url(
+            self.live.base_url, self.chatgpt.client_id, code_challenge=challenge, code_challenge_method="S256"
+        )
+        page = self.browser.open_authorization(url)
+        self.assertEqual(page.status_code, 400)
+        self.assertIn("could not be read", page.text)
+        self.assertIn("HTTP 404", page.text)
+
+    def test_a_redirect_uri_the_document_does_not_list(self) -> None:
+        text = self.refusal_page({}, redirect_uri="http://127.0.0.1:9/elsewhere")
+        self.assertIn("http://127.0.0.1:9/elsewhere", text)
+        self.assertIn("is not one of the redirect_uris it lists", text)
