@@ -108,6 +108,11 @@ def declared_keys(metadata: dict[str, Any]) -> Declaration:
     ``none`` (PKCE alone) and ``private_key_jwt`` with exactly one of ``jwks_uri`` and ``jwks``
     are accepted; shared secrets are refused, as the metadata-document draft requires."""
     method = metadata.get("token_endpoint_auth_method", "none")
+    if not isinstance(method, str):
+        raise DocumentRefused(
+            "its token_endpoint_auth_method is not a text",
+            'declare "none" (PKCE alone) or "private_key_jwt" with a "jwks_uri"',
+        )
     if method == "none":
         return Declaration("none")
     if method in SHARED_SECRET_METHODS:
@@ -117,9 +122,8 @@ def declared_keys(metadata: dict[str, Any]) -> Declaration:
             'declare "none" (PKCE alone) or "private_key_jwt" with a "jwks_uri"',
         )
     if method != PRIVATE_KEY_JWT:
-        shown = method if isinstance(method, str) else json.dumps(method)[:40]
         raise DocumentRefused(
-            f"it declares token_endpoint_auth_method {shown[:40]!r}, which this server does not offer",
+            f"it declares token_endpoint_auth_method {method[:40]!r}, which this server does not offer",
             'declare "none" (PKCE alone) or "private_key_jwt" with a "jwks_uri"',
         )
     jwks_uri, jwks = metadata.get("jwks_uri"), metadata.get("jwks")
