@@ -2,11 +2,11 @@
 
 DOT parses registration bodies with ``json.loads``, which raises ``RecursionError``
 (an HTTP 500) on a deeply nested body and lets a ``\\u`` escape of a lone surrogate
-through to the database (a 500 again). The body is checked first with the parser the
-MCP SDK uses, which refuses both with a plain error. The members DOT stores are checked
-here as texts (``common.inputs``): ``client_name`` a string (``null`` reached a NOT
-NULL column) of at most 255 characters without control characters, each redirect URI a
-string without them. And since this server serves only the authorization-code and
+through to the database (a 500 again). The body must be sent as JSON (RFC 7591), and is
+checked first with the parser the MCP SDK uses, which refuses both with a plain error.
+The members DOT stores are checked here as texts (``common.inputs``): ``client_name`` a
+string (``null`` reached a NOT NULL column) of at most 255 characters without control
+characters, each redirect URI a string without them. And since this server serves only the authorization-code and
 refresh-token grants, a registration asking for any other grant is refused here rather
 than creating a client that could never get a token.
 
@@ -23,7 +23,7 @@ from django.views.decorators.csrf import csrf_exempt
 from oauth2_provider.views.dynamic_client_registration import DynamicClientRegistrationManagementView
 from pydantic_core import from_json
 
-from common.inputs import text_problem
+from common.inputs import shown, text_problem
 
 ADVERTISED_GRANT_TYPES = frozenset({"authorization_code", "refresh_token"})
 # DOT's Application.name column.
@@ -36,10 +36,22 @@ def _invalid_metadata(description: str) -> JsonResponse:
     return JsonResponse({"error": "invalid_client_metadata", "error_description": description}, status=400)
 
 
+def _is_json(content_type: str) -> bool:
+    return content_type == "application/json" or (
+        content_type.startswith("application/") and content_type.endswith("+json")
+    )
+
+
 def registration_body_problem(request: HttpRequest) -> JsonResponse | None:
-    """A 400 for a body DOT must not see (too deeply nested, or asking for other grants)."""
+    """A 400 for a body DOT must not see (not JSON, too deeply nested, or asking for other grants)."""
     if request.method not in {"POST", "PUT"}:
         return None
+    # RFC 7591 §3.1: the metadata is sent as application/json. Anything else is refused before
+    # the body is read: a form type's body may already have been parsed (and, for multipart,
+    # consumed) by the middleware that looks into forms, so that it could not be read again.
+    if not _is_json(request.content_type or ""):
+        named = shown(request.content_type or "", max_chars=60) if request.content_type else "none"
+        return _invalid_metadata(f"Send the client metadata as JSON, with Content-Type: application/json (not {named})")
     try:
         data = from_json(request.body, allow_inf_nan=False)
     except ValueError as error:

@@ -225,6 +225,24 @@ class RegistrationTextTest(NotebookTestCase):
         response = self.register(b'{"redirect_uris": ["http://127.0.0.1:9/\\udc00"]}')
         self.assertEqual(response.status_code, 400, response.content)
 
+    def test_metadata_sent_as_anything_but_json_is_refused_in_words(self) -> None:
+        # A multipart body was read by the form middleware first, and DOT's own read of the
+        # body then raised RawPostDataException (a 500).
+        body = b'{"redirect_uris": ["http://127.0.0.1:9/cb"]}'
+        before = get_application_model().objects.count()
+        for content_type in ["multipart/form-data; boundary=b", "application/x-www-form-urlencoded", "text/plain"]:
+            with self.subTest(content_type=content_type), emitted_logs() as logs:
+                response = self.client.generic("POST", "/o/register/", body, content_type=content_type)
+                self.assertEqual(response.status_code, 400, response.content)
+                self.assertEqual(response.json()["error"], "invalid_client_metadata")
+                self.assertIn("Content-Type: application/json", response.json()["error_description"])
+                self.assertNotIn("ERROR", logs.getvalue())
+        self.assertEqual(get_application_model().objects.count(), before)
+        for content_type in ["application/json; charset=utf-8", "application/merge-patch+json"]:
+            with self.subTest(content_type=content_type):
+                response = self.client.generic("POST", "/o/register/", body, content_type=content_type)
+                self.assertEqual(response.status_code, 201, response.content)
+
 
 class LiveHostileCase(LiveServerTestCase):
     def setUp(self) -> None:

@@ -22,6 +22,7 @@ per surface printed at the end:
 import base64
 import collections
 import copy
+import functools
 import json
 import os
 import sys
@@ -166,6 +167,27 @@ NASTY_JSON_BODIES = [
 ]
 
 
+# What a client may claim its body is: each OAuth endpoint is sent each (with each kind of body).
+CONTENT_TYPES = [
+    "application/json",
+    "application/json; charset=utf-8",
+    "application/json; charset=utf-16",
+    "application/json; charset=nonsense",
+    "application/merge-patch+json",
+    "application/x-www-form-urlencoded",
+    "application/x-www-form-urlencoded; charset=utf-16",
+    "multipart/form-data; boundary=b",
+    "multipart/form-data",
+    "multipart/form-data; boundary=",
+    "multipart/mixed; boundary=b",
+    "text/plain",
+    "application/jwt",
+    "*/*",
+    "",
+    "\x00",
+]
+
+
 BASIC_CREDENTIALS = [
     base64.b64encode(raw).decode()
     for raw in [b"\x00:x", b"a%00b:x", b":", b"\xff\xfe:\x00", b"x" * 3000 + b":y", b"\xed\xa0\x80:x"]
@@ -240,12 +262,15 @@ class HostileInputTest(HypothesisTestCase):
         cls.registration_token = registered["registration_access_token"]
         cls.verifier, cls.challenge = pkce_pair()
 
-    # Every call goes through here: the checks after it are the point of the suite.
+    # Every call goes through here: the checks after it are the point of the suite. A method
+    # in capitals is sent with its body's bytes as they are (the client's other methods
+    # re-encode a bytes body into the charset its content type names).
     def send(self, surface: str, client: Client, method: str, path: str, **kwargs: Any):
         CALLS[surface] += 1
         before = footprint() if method == "get" else None
         with emitted_logs() as logs:
-            response = getattr(client, method)(path, **kwargs)
+            call = getattr(client, method) if method.islower() else functools.partial(client.generic, method)
+            response = call(path, **kwargs)
             content = b"".join(response.streaming_content) if response.streaming else response.content
         self.assertLess(response.status_code, 500, f"{method.upper()} {path!r}: {content[:300]!r}")
         self.assertEqual(logs.errors(), [], f"{method.upper()} {path!r}")
@@ -543,6 +568,47 @@ class HostileInputTest(HypothesisTestCase):
         path = "/o/register/" + quote_from_bytes(encoded(client_id or "x"), safe=b"") + "/"
         kwargs = {"data": body, "content_type": "application/json"} if method == "put" else {}
         self.send("oauth: registration management", Client(), method, path, **kwargs, **headers)
+
+    # --- every content type on every OAuth endpoint ------------------------------------------
+
+    def oauth_endpoints(self) -> list[tuple[str, str, dict[str, str]]]:
+        """(method, path, headers) of each OAuth endpoint that takes a body."""
+        registration = {"HTTP_AUTHORIZATION": f"Bearer {self.registration_token}"}
+        return [
+            ("post", "/o/authorize/", {}),
+            ("post", "/o/token/", {}),
+            ("post", "/o/revoke_token/", {}),
+            ("post", "/o/introspect/", {"HTTP_AUTHORIZATION": f"Bearer {self.alice_token}"}),
+            ("post", "/o/register/", {}),
+            ("put", f"/o/register/{self.registered_id}/", registration),
+        ]
+
+    def content_bodies(self) -> list[bytes]:
+        registration = {"redirect_uris": [REDIRECT_URI], "token_endpoint_auth_method": "none"}
+        return [
+            json.dumps(registration).encode(),
+            form_body([("grant_type", "authorization_code"), ("code", "x"), ("client_id", "y")]),
+            b'--b\r\nContent-Disposition: form-data; name="grant_type"\r\n\r\nrefresh_token\r\n--b--\r\n',
+            b"",
+            *NASTY_JSON_BODIES[2:6],
+        ]
+
+    def test_every_content_type_on_every_oauth_endpoint(self) -> None:
+        for method, path, headers in self.oauth_endpoints():
+            for content_type in CONTENT_TYPES:
+                for body in self.content_bodies():
+                    client = self.signed_in() if path == "/o/authorize/" else Client()
+                    surface = f"oauth: content types ({path.split('/')[2]})"
+                    self.send(surface, client, method.upper(), path, data=body, content_type=content_type, **headers)
+
+    @HOSTILE
+    @given(data=st.data())
+    def test_generated_content_types_on_every_oauth_endpoint(self, data: st.DataObject) -> None:
+        method, path, headers = data.draw(st.sampled_from(self.oauth_endpoints()), label="endpoint")
+        content_type = data.draw(st.sampled_from(CONTENT_TYPES) | hostile_text, label="content type")
+        body = data.draw(st.sampled_from(self.content_bodies()) | st.binary(max_size=200), label="body")
+        surface = f"oauth: content types ({path.split('/')[2]})"
+        self.send(surface, Client(), method.upper(), path, data=body, content_type=content_type, **headers)
 
     # --- the admin ----------------------------------------------------------------------------
 
