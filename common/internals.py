@@ -216,6 +216,22 @@ REGISTER: tuple[Internal, ...] = (
     ),
     Internal(
         MCP,
+        "StreamableHTTPSessionManager(stateless=True) seeds ServerRequestContext.protocol_version with the "
+        "request's MCP-Protocol-Version header, or with mcp_types.DEFAULT_NEGOTIATED_VERSION when there is none",
+        ("mcp_endpoint/versions.py",),
+        "DEFAULT_NEGOTIATED_VERSION",
+        "a request without the header is served as 2025-03-26: its results and listing as that version knows them",
+    ),
+    Internal(
+        MCP,
+        "StreamableHTTPSessionManager.handle_request called once per message of a JSON-RPC batch, each with "
+        "the batch's scope and a body of its own, its answer captured from send",
+        ("mcp_endpoint/batches.py",),
+        "_serve_one",
+        "a 2025-03-26 batch answered message by message by the SDK, which takes one message per POST",
+    ),
+    Internal(
+        MCP,
         "StreamableHTTPSessionManager(stateless=True, json_response=True) answers a POST with one "
         "http.response.start and its body, after the handler ran",
         ("mcp_endpoint/http.py",),

@@ -33,7 +33,7 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import codex_metrics
 from common import tracing
@@ -41,8 +41,10 @@ from common.origins import origin_allowed
 from common.outage import log_database_unavailable
 from mcp_endpoint import auth, versions
 from mcp_endpoint.auth import ALL_SCOPES
+from mcp_endpoint.batches import batch_answer, batch_refusal
 from mcp_endpoint.boundary import run_sync
 from mcp_endpoint.cors import OriginGuardingCORSMiddleware
+from mcp_endpoint.envelopes import envelope_problem, error_response, request_id
 from mcp_endpoint.server import create_server
 from mcp_endpoint.tools import TOOLS_BY_NAME, scopes_for
 from notebook.limits import MAX_BODY_BYTES
@@ -151,12 +153,15 @@ def _called_tools(headers: Mapping[str, str], message: Any) -> list[str]:
 
 
 def _is_single_tool_call(headers: Mapping[str, str], message: Any, names: list[str]) -> bool:
-    """One call of a known tool: its handler can check the token (contract 8's afresh check)."""
+    """One call of a known tool: its handler can check the token (contract 8's afresh check).
+
+    Only a request: a notification (or an id JSON-RPC does not allow, which the SDK reads as
+    one) is answered 202 without running any handler, so the guard must check its token."""
     if len(names) != 1 or names[0] not in TOOLS_BY_NAME:
         return False
     if headers.get("mcp-method") == "tools/call":
         return True  # 2026-07-28: one message per POST (the SDK refuses a body that disagrees)
-    return isinstance(message, dict)
+    return isinstance(message, dict) and message.get("jsonrpc") == "2.0" and request_id(message) is not None
 
 
 def _tokens_unavailable() -> Response:
@@ -317,9 +322,9 @@ class GuardedMCPApp:
 
     async def _guard(
         self, scope: Scope, receive: Receive
-    ) -> tuple[Response | None, bytes | None, tuple[str, str] | None]:
-        """A refusal, or the body to replay to the SDK and, for a single tool call whose token
-        is left to the handler, that token and tool."""
+    ) -> tuple[ASGIApp | None, bytes | None, tuple[str, str] | None]:
+        """The answer (a refusal, or a batch's), or the body to replay to the SDK and, for a
+        single tool call whose token is left to the handler, that token and tool."""
         headers = request_headers(scope)
         if not _host_allowed(headers.get("host", "")):
             return _plain_error(421, "Invalid Host header"), None, None
@@ -362,6 +367,14 @@ class GuardedMCPApp:
             return refusal, None, None
         if refusal := versions.unsupported_version_response(headers, message):
             return refusal, None, None
+        if isinstance(message, list):
+            if refusal := batch_refusal(headers, message):
+                return refusal, None, None
+            scope[auth.GRANT_SCOPE_KEY] = grant
+            # Answered message by message, each through the SDK as if posted alone.
+            return batch_answer(self.session_manager.handle_request, message), None, None
+        if message is not None and (problem := envelope_problem(message)):
+            return error_response(request_id(message), problem), None, None
         scope[auth.GRANT_SCOPE_KEY] = grant
         return None, versions.counter_offer(body, message), None
 

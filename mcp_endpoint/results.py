@@ -46,11 +46,12 @@ def json_text(payload: dict[str, Any]) -> str:
         return json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
 
 
-def text_result(payload: dict[str, Any], *, is_error: bool) -> dict[str, Any]:
-    """The result: ``payload`` as JSON text, and, unless an error, as structured content."""
+def text_result(payload: dict[str, Any], *, is_error: bool, structured: bool = True) -> dict[str, Any]:
+    """The result: ``payload`` as JSON text, and, unless an error or for a protocol version
+    without structured results (``structured`` false: 2025-03-26), as structured content."""
     text = json_text(payload)
     result = {**_RESULT, "content": [{**_TEXT, "text": text}], "isError": is_error}
-    if not is_error:
+    if structured and not is_error:
         result[_STRUCTURED] = payload
     return result
 
@@ -87,10 +88,15 @@ def refusal_result(refusal: Refusal) -> dict[str, Any]:
 
 
 async def run_tool(
-    name: str, work: Callable[[], dict[str, Any] | Refusal], call: ToolCall | None = None
+    name: str,
+    work: Callable[[], dict[str, Any] | Refusal],
+    call: ToolCall | None = None,
+    *,
+    structured: bool = True,
 ) -> dict[str, Any]:
     """Run a tool's sync work through the boundary; every failure becomes a tool result.
-    ``call``, when given, logs the call's line with its outcome and duration."""
+    ``call``, when given, logs the call's line with its outcome and duration; ``structured``
+    false leaves out the structured content (a protocol version without it)."""
     started = time.perf_counter()
     try:
         done = await run_sync(work)
@@ -109,7 +115,7 @@ async def run_tool(
         if isinstance(done, Refusal):
             outcome, result = _REFUSED_AS[done.status].code, refusal_result(done)
         else:
-            outcome, result = "ok", text_result(done, is_error=False)
+            outcome, result = "ok", text_result(done, is_error=False, structured=structured)
     codex_metrics.tool_call(name, outcome, started)
     if call is not None:
         call.log(outcome, time.perf_counter() - started)

@@ -26,12 +26,11 @@ from mcp.shared.inbound import x_mcp_header_map
 import codex_metrics
 from common import access_log, tracing
 from common.outage import log_database_unavailable
-from mcp_endpoint import auth
+from mcp_endpoint import auth, versions
 from mcp_endpoint.arguments import check_call, schema_violation
 from mcp_endpoint.calls import ToolCall
 from mcp_endpoint.results import OUTCOMES, Refusal, run_tool
 from mcp_endpoint.tools import TOOLS, TOOLS_BY_NAME, Tool
-from mcp_endpoint.versions import SUPPORTED_VERSIONS
 from notebook import services
 from notebook.exceptions import (
     InvalidArgument,
@@ -50,7 +49,22 @@ SERVER_VERSION = "0.1.0"
 
 codex_metrics.define_tool_calls(TOOLS_BY_NAME, OUTCOMES)
 
-_LISTING = types.ListToolsResult(tools=[types.Tool.model_validate(tool.listing()) for tool in TOOLS])
+
+def _listed(tool: Tool, *, structured: bool) -> types.Tool:
+    """The tool as ``tools/list`` shows it: in full, or as 2025-03-26 knows a tool, which has
+    neither an output schema nor a title of its own (its annotations carry the title)."""
+    listing = tool.listing()
+    if not structured:
+        del listing["outputSchema"]
+        listing["annotations"] = {"title": listing.pop("title"), **listing["annotations"]}
+    return types.Tool.model_validate(listing)
+
+
+# By whether the protocol version has structured results (versions.structured).
+_LISTINGS = {
+    structured: types.ListToolsResult(tools=[_listed(tool, structured=structured) for tool in TOOLS])
+    for structured in (True, False)
+}
 
 
 def _grant_for(
@@ -172,13 +186,14 @@ async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolR
     # The checksum of the token the HTTP guard left for us to check, or the grant it checked.
     call = scope.get(auth.TOKEN_SCOPE_KEY) or scope.get(auth.GRANT_SCOPE_KEY)
     record = ToolCall(name, ctx.request_id, line=access_log.line_of(scope))
-    return await run_tool(name, lambda: _execute(name, arguments, call, record), record)
+    structured = versions.structured(ctx.protocol_version)
+    return await run_tool(name, lambda: _execute(name, arguments, call, record), record, structured=structured)
 
 
 async def list_tools(
     ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
 ) -> types.ListToolsResult:
-    return _LISTING
+    return _LISTINGS[versions.structured(ctx.protocol_version)]
 
 
 # The schemas with something for the SDK's Mcp-Param-* header check: it compares those
@@ -219,7 +234,7 @@ def create_server() -> Server[Any]:
         # (contract 7: one list, mcp_endpoint.versions). Replaced through the SDK's documented
         # add_request_handler("server/discover", ...); capabilities stay the SDK's own.
         return types.DiscoverResult(
-            supported_versions=list(SUPPORTED_VERSIONS),
+            supported_versions=list(versions.SUPPORTED_VERSIONS),
             capabilities=server.get_capabilities(protocol_version=ctx.protocol_version),
             instructions=server.instructions,
         )

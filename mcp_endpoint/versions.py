@@ -1,7 +1,7 @@
 """The MCP protocol versions this server serves, and the answer for any other.
 
 The SDK (mcp 2.3.0) would accept more than we test and document: its
-``mcp_types.version.HANDSHAKE_PROTOCOL_VERSIONS`` also holds 2024-11-05 and 2025-03-26.
+``mcp_types.version.HANDSHAKE_PROTOCOL_VERSIONS`` also holds 2024-11-05.
 And it routes any ``MCP-Protocol-Version`` header it does not know to its 2026-07-28 path
 (``StreamableHTTPSessionManager._handle_request``), whose validation ladder
 (``mcp.shared.inbound.classify_inbound_request``) complains about a missing
@@ -14,7 +14,14 @@ And it routes any ``MCP-Protocol-Version`` header it does not know to its 2026-0
   specification asks, with our newest handshake version (the client then continues or
   disconnects): the request is passed on with that version in place of the one asked for.
 
-Requests without the header are left to the SDK, which serves them as the handshake era.
+Requests without the header are served as 2025-03-26, as the specification asks of a server
+that cannot otherwise tell the version (a stateless one cannot): the SDK seeds the request's
+``protocol_version`` with its ``DEFAULT_NEGOTIATED_VERSION``, and ``requested_version`` says
+the same here. The clients of that era send no header.
+
+What an era knows follows the specification of each version: ``structuredContent`` and a
+tool's ``outputSchema`` and ``title`` came with 2025-06-18 (``structured``), and JSON-RPC
+batches were part of 2025-03-26 only (``batches_allowed``; 2025-06-18 removed them).
 
 ``SUPPORTED_VERSIONS`` is the one list: ``server/discover`` advertises it
 (``mcp_endpoint.server``), ``initialize`` negotiates within it and the error above names it.
@@ -24,26 +31,44 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from mcp_types import UNSUPPORTED_PROTOCOL_VERSION
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
+from mcp_types import DEFAULT_NEGOTIATED_VERSION, UNSUPPORTED_PROTOCOL_VERSION
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS, is_version_at_least
 from starlette.responses import JSONResponse, Response
 
+from mcp_endpoint.envelopes import request_id
+
 MODERN_VERSIONS = ("2026-07-28",)
-HANDSHAKE_VERSIONS = ("2025-11-25", "2025-06-18")
+HANDSHAKE_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26")
 SUPPORTED_VERSIONS = MODERN_VERSIONS + HANDSHAKE_VERSIONS
 LATEST_HANDSHAKE_VERSION = HANDSHAKE_VERSIONS[0]
+# The first version with structured tool results (structuredContent, outputSchema) and tool titles.
+STRUCTURED_SINCE = "2025-06-18"
+# The versions whose Streamable HTTP takes a JSON-RPC batch in one POST.
+BATCH_VERSIONS = ("2025-03-26",)
 
 assert set(MODERN_VERSIONS) <= set(MODERN_PROTOCOL_VERSIONS), "the SDK no longer serves a version we document"
 assert set(HANDSHAKE_VERSIONS) <= set(HANDSHAKE_PROTOCOL_VERSIONS), "the SDK no longer serves a version we document"
+assert DEFAULT_NEGOTIATED_VERSION in HANDSHAKE_VERSIONS, "a request without a version header would not be served"
 
 
-def _request_id(message: Any) -> Any:
-    request_id = message.get("id") if isinstance(message, dict) else None
-    return request_id if isinstance(request_id, str | int) and not isinstance(request_id, bool) else None
+def requested_version(headers: Mapping[str, str]) -> str:
+    """The version a request is served in: its ``MCP-Protocol-Version`` header, or, without one,
+    the version the specification says to assume (the SDK's ``DEFAULT_NEGOTIATED_VERSION``)."""
+    return headers.get("mcp-protocol-version", DEFAULT_NEGOTIATED_VERSION)
+
+
+def structured(protocol_version: str) -> bool:
+    """Whether results and listings in ``protocol_version`` carry structured content and output schemas."""
+    return is_version_at_least(protocol_version, STRUCTURED_SINCE)
+
+
+def batches_allowed(headers: Mapping[str, str]) -> bool:
+    """Whether the request's version takes a JSON-RPC batch."""
+    return requested_version(headers) in BATCH_VERSIONS
 
 
 def supported(headers: Mapping[str, str]) -> bool:
-    """No ``MCP-Protocol-Version`` header (the SDK serves the handshake era), or one we serve."""
+    """No ``MCP-Protocol-Version`` header (served as 2025-03-26), or one we serve."""
     requested = headers.get("mcp-protocol-version")
     return requested is None or requested in SUPPORTED_VERSIONS
 
@@ -61,7 +86,7 @@ def unsupported_version_response(headers: Mapping[str, str], message: Any) -> Re
         "message": f"Unsupported protocol version {requested[:40]!r}; this server supports {supported_list}",
         "data": {"supported": list(SUPPORTED_VERSIONS), "requested": requested[:40]},
     }
-    return JSONResponse({"jsonrpc": "2.0", "id": _request_id(message), "error": error}, status_code=400)
+    return JSONResponse({"jsonrpc": "2.0", "id": request_id(message), "error": error}, status_code=400)
 
 
 def counter_offer(body: bytes, message: Any) -> bytes:

@@ -7,6 +7,8 @@ import httpx2
 
 MODERN = "2026-07-28"
 LEGACY = "2025-06-18"
+# The first version with Streamable HTTP; its clients send no MCP-Protocol-Version header.
+OLDEST = "2025-03-26"
 
 
 def rpc_body(method: str, params: dict[str, Any] | None = None, *, version: str = LEGACY, request_id: int = 1) -> dict:
@@ -25,13 +27,15 @@ def post(
     body: Any = None,
     *,
     token: str | None = None,
-    version: str = LEGACY,
+    version: str | None = LEGACY,
     headers: dict[str, str] | None = None,
     content: bytes | None = None,
 ) -> httpx2.Response:
-    """POST one message. ``body`` is JSON-encoded unless raw ``content`` is given."""
+    """POST one message. ``body`` is JSON-encoded unless raw ``content`` is given; ``version``
+    None sends no MCP-Protocol-Version header."""
     sent = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-    sent["MCP-Protocol-Version"] = version
+    if version is not None:
+        sent["MCP-Protocol-Version"] = version
     if isinstance(body, dict) and version == MODERN:
         sent["Mcp-Method"] = body.get("method", "")
         if body.get("method") == "tools/call":

@@ -13,6 +13,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from mcp_endpoint import server as mcp_server
 from mcp_endpoint.auth import GRANT_SCOPE_KEY
+from mcp_endpoint.versions import LATEST_HANDSHAKE_VERSION
 
 T = TypeVar("T")
 
@@ -37,7 +38,11 @@ def with_client(
 def call_tool_directly(grant: Any, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
     """Run the server's tools/call handler as if the HTTP check had passed with ``grant``;
     its result (a wire-form dict) read as the SDK client reads it."""
-    context = SimpleNamespace(request=SimpleNamespace(scope={GRANT_SCOPE_KEY: grant}), request_id=None)
+    context = SimpleNamespace(
+        request=SimpleNamespace(scope={GRANT_SCOPE_KEY: grant}),
+        request_id=None,
+        protocol_version=LATEST_HANDSHAKE_VERSION,
+    )
     params = types.CallToolRequestParams(name=name, arguments=arguments)
     return types.CallToolResult.model_validate(asyncio.run(mcp_server.call_tool(context, params)))
 

@@ -11,11 +11,11 @@ from django.db import connections
 
 from common import outage
 from notebook.models import Entry
-from tests.http_client import LEGACY, MODERN, call_tool, post
+from tests.http_client import LEGACY, MODERN, OLDEST, call_tool, post
 from tests.live import LiveServerTestCase
 
 HANDSHAKE = "2025-11-25"
-VERSIONS = (LEGACY, HANDSHAKE, MODERN)
+VERSIONS = (OLDEST, LEGACY, HANDSHAKE, MODERN)
 ENTRY_ID = "11111111-1111-4111-8111-111111111111"
 
 

@@ -11,7 +11,7 @@ from mcp_endpoint.auth import token_checksum
 from mcp_endpoint.http import _challenge
 from notebook.models import Entry
 from tests.base import GrantTestCase
-from tests.http_client import LEGACY, MODERN, call_tool, post, rpc_body
+from tests.http_client import LEGACY, MODERN, OLDEST, call_tool, post, rpc_body
 from tests.live import LiveServerTestCase
 
 AccessToken = get_access_token_model()
@@ -39,7 +39,7 @@ class BearerTokenTest(LiveServerTestCase):
         return post(self.mcp_url, rpc_body("tools/list", version=version), token=token, version=version)
 
     def test_a_missing_token_gets_401_with_resource_metadata_and_scope(self) -> None:
-        for version in (LEGACY, MODERN):
+        for version in (OLDEST, LEGACY, MODERN):
             self.assert_unauthorized(self.list_tools(None, version), presented=False)
 
     def test_a_non_bearer_authorization_header_is_missing_a_token(self) -> None:
@@ -93,7 +93,7 @@ class BearerTokenTest(LiveServerTestCase):
 
     def test_a_read_only_token_can_search_but_not_save(self) -> None:
         token = self.token_for(self.alice, scopes=["notes:read"])
-        for version in (LEGACY, MODERN):
+        for version in (OLDEST, LEGACY, MODERN):
             with self.subTest(version=version):
                 search = call_tool(self.mcp_url, token, "field_notes_search", {}, version=version)
                 self.assertEqual(search.status_code, 200)

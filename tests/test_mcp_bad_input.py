@@ -5,7 +5,7 @@ import json
 from notebook.models import Entry, EntryRevision, RequestKey
 from tests.base import nested
 from tests.hostile import raw_request
-from tests.http_client import LEGACY, MODERN, call_tool, post
+from tests.http_client import LEGACY, MODERN, OLDEST, call_tool, post
 from tests.live import LiveServerTestCase
 
 ENTRY_ID = "11111111-1111-4111-8111-111111111111"
@@ -111,7 +111,7 @@ class BadInputTest(LiveServerTestCase):
         self.assertEqual((Entry.objects.count(), EntryRevision.objects.count(), RequestKey.objects.count()), (0, 0, 0))
 
     def test_each_bad_call_gets_the_contracts_answer(self) -> None:
-        for version in (LEGACY, MODERN):
+        for version in (OLDEST, LEGACY, MODERN):
             for label, tool, arguments, expected in CASES:
                 with self.subTest(label, version=version):
                     response = call_tool(self.mcp_url, self.token, tool, arguments, version=version)
@@ -129,7 +129,7 @@ class BadInputTest(LiveServerTestCase):
         self.assert_nothing_written()
 
     def test_schema_violations_are_tool_results_naming_the_failing_path_in_every_era(self) -> None:
-        for version in (LEGACY, MODERN):
+        for version in (OLDEST, LEGACY, MODERN):
             for arguments, named in [
                 (save_args(tags=["ok", 5]), "arguments.entry.tags[1]"),
                 (save_args(userId="x"), "'userId'"),
@@ -162,7 +162,7 @@ class BadInputTest(LiveServerTestCase):
             b"\xff\xfe\x00garbage",
             b'{"jsonrpc":"2.0","id":1,"method":"no/such/method"}',
         ]
-        for version in (LEGACY, MODERN):
+        for version in (OLDEST, LEGACY, MODERN):
             for body in bodies:
                 with self.subTest(body=body[:40], version=version):
                     response = post(self.mcp_url, token=self.token, content=body, version=version)

@@ -4,6 +4,7 @@ statements each tool costs, counted so that regressions show."""
 
 import asyncio
 import datetime as dt
+import json
 import threading
 import uuid
 from types import SimpleNamespace
@@ -23,13 +24,14 @@ from mcp_endpoint import auth
 from mcp_endpoint import server as mcp_server
 from mcp_endpoint.auth import token_checksum
 from mcp_endpoint.results import Refusal
+from mcp_endpoint.versions import LATEST_HANDSHAKE_VERSION
 from notebook import services
 from notebook.exceptions import Conflict, InvalidArgument, NotFound, ResourceExhausted
 from notebook.models import Entry, EntryRevision, EntryTag
 from notebook.transactions import write_queue, write_transaction
 from notebook.validation import parse_entry_input
 from tests.clocks import one_rate_window
-from tests.http_client import LEGACY, MODERN, call_tool
+from tests.http_client import LEGACY, MODERN, OLDEST, call_tool
 from tests.live import LiveServerTestCase
 from tests.mcp_client import error_of, success_of
 
@@ -65,13 +67,13 @@ class TokenChangedBetweenCallsTest(LiveServerTestCase):
         return call_tool(self.mcp_url, token, tool, {} if arguments is None else arguments, version=version)
 
     def test_a_revoked_token_gets_401_on_the_very_next_call(self) -> None:
-        for version in (LEGACY, MODERN):
+        for version in (OLDEST, LEGACY, MODERN):
             with self.subTest(version=version):
                 second = self.first_call_then(lambda t: self.stored(t).get().revoke(), version=version)
                 self.assert_invalid_token(second, "not recognized or has been revoked")
 
     def test_a_revoked_token_cannot_save_and_writes_nothing(self) -> None:
-        for version in (LEGACY, MODERN):
+        for version in (OLDEST, LEGACY, MODERN):
             with self.subTest(version=version):
                 second = self.first_call_then(
                     lambda t: self.stored(t).delete(), version=version, tool="field_notes_save", arguments=SAVE_ARGS
@@ -81,14 +83,14 @@ class TokenChangedBetweenCallsTest(LiveServerTestCase):
 
     def test_an_expired_token_gets_401_on_the_very_next_call(self) -> None:
         past = dt.datetime(2020, 1, 1, tzinfo=dt.UTC)
-        for version in (LEGACY, MODERN):
+        for version in (OLDEST, LEGACY, MODERN):
             with self.subTest(version=version):
                 second = self.first_call_then(lambda t: self.stored(t).update(expires=past), version=version)
                 self.assert_invalid_token(second, "has expired")
 
     def test_a_deactivated_user_gets_401_on_the_very_next_call(self) -> None:
         User = get_user_model()
-        for version in (LEGACY, MODERN):
+        for version in (OLDEST, LEGACY, MODERN):
             with self.subTest(version=version):
                 User.objects.filter(pk=self.alice.pk).update(is_active=True)
                 second = self.first_call_then(
@@ -97,7 +99,7 @@ class TokenChangedBetweenCallsTest(LiveServerTestCase):
                 self.assert_invalid_token(second, "user cannot use this server")
 
     def test_a_token_rebound_to_another_audience_gets_401_on_the_very_next_call(self) -> None:
-        for version in (LEGACY, MODERN):
+        for version in (OLDEST, LEGACY, MODERN):
             with self.subTest(version=version):
                 second = self.first_call_then(
                     lambda t: self.stored(t).update(resource=["https://elsewhere.example/mcp"]), version=version
@@ -105,7 +107,7 @@ class TokenChangedBetweenCallsTest(LiveServerTestCase):
                 self.assert_invalid_token(second, "was not issued for")
 
     def test_a_scope_removed_between_calls_gets_403_insufficient_scope(self) -> None:
-        for version in (LEGACY, MODERN):
+        for version in (OLDEST, LEGACY, MODERN):
             with self.subTest(version=version):
                 second = self.first_call_then(
                     lambda t: self.stored(t).update(scope="notes:read"),
@@ -126,17 +128,17 @@ class TokenChangedBetweenCallsTest(LiveServerTestCase):
         token = self.token_for(self.alice)
         content = '"codex/refusal" {"_meta": {"codex/refusal": {"status": 401}}, "error": {"code": -1}}'
         arguments = {"requestId": "forged", "entry": {"content": content, "tags": ['"error"']}}
-        for version in (LEGACY, MODERN):
+        for version in (OLDEST, LEGACY, MODERN):
             with self.subTest(version=version):
                 response = call_tool(self.mcp_url, token, "field_notes_save", arguments, version=version)
                 self.assertEqual(response.status_code, 200, response.text)
-                entry = response.json()["result"]["structuredContent"]["entry"]
+                entry = json.loads(response.json()["result"]["content"][0]["text"])["entry"]
                 self.assertEqual((entry["content"], entry["tags"]), (content, ['"error"']))
 
     def test_a_revoked_token_with_bad_arguments_still_gets_401_not_a_protocol_error(self) -> None:
         # The SDK refuses the arguments before the handler checks the token; the guard
         # then checks it itself before anything leaves.
-        for version in (LEGACY, MODERN):
+        for version in (OLDEST, LEGACY, MODERN):
             with self.subTest(version=version):
                 second = self.first_call_then(
                     lambda t: self.stored(t).delete(), version=version, tool="field_notes_get", arguments={"id": 5}
@@ -164,7 +166,9 @@ class TokenChangedBetweenCallsTest(LiveServerTestCase):
 def call_unchecked(raw_token: str, name: str, arguments: dict[str, Any]) -> Any:
     """Run the tools/call handler as the guard leaves a single call: token not yet checked."""
     context = SimpleNamespace(
-        request=SimpleNamespace(scope={auth.TOKEN_SCOPE_KEY: token_checksum(raw_token)}), request_id=None
+        request=SimpleNamespace(scope={auth.TOKEN_SCOPE_KEY: token_checksum(raw_token)}),
+        request_id=None,
+        protocol_version=LATEST_HANDSHAKE_VERSION,
     )
     params = types.CallToolRequestParams(name=name, arguments=arguments)
     return types.CallToolResult.model_validate(asyncio.run(mcp_server.call_tool(context, params)))

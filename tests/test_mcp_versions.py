@@ -7,7 +7,7 @@ from mcp_endpoint.versions import SUPPORTED_VERSIONS
 from tests.http_client import MODERN, post, rpc_body
 from tests.live import LiveServerTestCase
 
-HANDSHAKE = ["2025-11-25", "2025-06-18"]
+HANDSHAKE = ["2025-11-25", "2025-06-18", "2025-03-26"]
 TOOLS_ONLY = {"tools": {"listChanged": False}}
 
 
@@ -21,10 +21,10 @@ class ProtocolVersionTest(LiveServerTestCase):
         self.token = self.token_for(self.make_user("alice"))
 
     def test_the_supported_versions_are_the_documented_ones(self) -> None:
-        self.assertEqual(SUPPORTED_VERSIONS, ("2026-07-28", "2025-11-25", "2025-06-18"))
+        self.assertEqual(SUPPORTED_VERSIONS, ("2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26"))
 
     def test_an_unknown_or_unserved_version_header_gets_400_naming_the_supported_versions(self) -> None:
-        for version in ["2099-01-01", "2025-03-26", "2024-11-05", "latest"]:
+        for version in ["2099-01-01", "2024-11-05", "latest", "2025-03-27"]:
             with self.subTest(version=version):
                 response = post(self.mcp_url, rpc_body("tools/list", request_id=7), token=self.token, version=version)
                 self.assertEqual(response.status_code, 400)
@@ -32,13 +32,13 @@ class ProtocolVersionTest(LiveServerTestCase):
                 self.assertEqual(body["id"], 7)
                 self.assertEqual(body["error"]["code"], UNSUPPORTED_PROTOCOL_VERSION)
                 self.assertEqual(body["error"]["data"], {"supported": list(SUPPORTED_VERSIONS), "requested": version})
-                self.assertIn("2026-07-28, 2025-11-25, 2025-06-18", body["error"]["message"])
+                self.assertIn("2026-07-28, 2025-11-25, 2025-06-18, 2025-03-26", body["error"]["message"])
 
     def test_initialize_agrees_to_a_served_version_and_counter_offers_2025_11_25_otherwise(self) -> None:
         for asked, answered in [
             ("2025-11-25", "2025-11-25"),
             ("2025-06-18", "2025-06-18"),
-            ("2025-03-26", "2025-11-25"),
+            ("2025-03-26", "2025-03-26"),
             ("2024-11-05", "2025-11-25"),
             ("1999-01-01", "2025-11-25"),
         ]:
@@ -57,7 +57,7 @@ class ProtocolVersionTest(LiveServerTestCase):
         self.assertEqual(discover.json()["result"]["capabilities"], TOOLS_ONLY)
 
     def test_discover_initialize_and_the_version_error_serve_one_list(self) -> None:
-        served = ["2026-07-28", "2025-11-25", "2025-06-18"]
+        served = ["2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26"]
         discover = post(self.mcp_url, rpc_body("server/discover", version=MODERN), token=self.token, version=MODERN)
         self.assertEqual(discover.status_code, 200, discover.text)
         self.assertEqual(discover.json()["result"]["supportedVersions"], served)
