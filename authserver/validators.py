@@ -91,6 +91,18 @@ class CodexOAuth2Validator(OAuth2Validator):
             return None
         return client_assertions.keys_of(client_id)
 
+    # --- scopes -------------------------------------------------------------------------------
+
+    def validate_scopes(self, client_id, scopes, client, request, *args, **kwargs):
+        # oauthlib splits "scope=" (sent by ChatGPT, among others) into [""], an unknown scope.
+        # An empty scope is an absent one (RFC 6749 §3.3 leaves the default to the server), and
+        # an empty token between two spaces is no scope: what is asked for is what remains.
+        asked = [scope for scope in scopes if scope]
+        if not asked:
+            asked = self.get_default_scopes(client_id, request, *args, **kwargs)
+        request.scopes = asked
+        return super().validate_scopes(client_id, asked, client, request, *args, **kwargs)
+
     # --- grants -------------------------------------------------------------------------------
 
     def validate_grant_type(self, client_id, grant_type, client, request, *args, **kwargs):

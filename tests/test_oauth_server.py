@@ -283,6 +283,39 @@ class RefusalTest(OAuthServerTestCase):
         self.assertEqual(tokens["token_type"], "Bearer")
 
 
+class EmptyScopeTest(OAuthServerTestCase):
+    """An empty scope parameter is an absent one (RFC 6749 §3.3 leaves the default to the
+    server): ChatGPT has been reported sending ``scope=`` with no value."""
+
+    def test_an_empty_scope_on_authorize_gets_the_default_scope(self) -> None:
+        for empty in ("", " ", "  "):
+            with self.subTest(scope=repr(empty)):
+                self.assertEqual(self.tokens(scope=empty)["scope"], "notes:read")
+
+    def test_the_consent_page_names_the_default_scope(self) -> None:
+        page = self.open_authorization(scope="")
+        self.assertEqual(page.status_code, 200, page.text)
+        self.assertIn("Read your notes", page.text)
+        self.assertNotIn("Write your notes", page.text)
+
+    def test_doubled_spaces_between_scopes_are_one_separator(self) -> None:
+        self.assertEqual(self.tokens(scope="notes:read  notes:write")["scope"], "notes:read notes:write")
+
+    def test_an_empty_scope_on_the_token_and_refresh_requests_keeps_the_grant(self) -> None:
+        redirect = self.authorize()
+        issued = exchange_code(self.base, self.client_id, redirect["code"], redirect["verifier"], scope="")
+        self.assertEqual(issued.status_code, 200, issued.text)
+        self.assertEqual(issued.json()["scope"], "notes:read notes:write")
+        refreshed = refresh(self.base, self.client_id, issued.json()["refresh_token"], scope="")
+        self.assertEqual(refreshed.status_code, 200, refreshed.text)
+        self.assertEqual(refreshed.json()["scope"], "notes:read notes:write")
+
+    def test_a_scope_that_is_not_offered_is_still_refused(self) -> None:
+        refused = self.open_authorization(scope="notes:admin")
+        self.assertEqual(refused.status_code, 302)
+        self.assertEqual(query_of(refused.headers["location"])["error"], "invalid_scope")
+
+
 class RateLimitTest(OAuthServerTestCase):
     def setUp(self) -> None:
         cache.clear()  # start each test with fresh per-address counters
