@@ -1,5 +1,6 @@
 """What this server keeps about OAuth clients beyond django-oauth-toolkit's own tables."""
 
+from django.conf import settings
 from django.db import models
 
 
@@ -33,3 +34,32 @@ class ClientKeys(models.Model):
 
     def __str__(self) -> str:
         return self.client_id
+
+
+class PendingRegistration(models.Model):
+    """A client registered through Dynamic Client Registration that no person has approved yet.
+
+    What a flood of registrations costs is what it leaves behind, so this is what is bounded
+    (``authserver.registration``): a registration nobody approves is removed, Application,
+    registration token and all, once it is ``CODEX_DCR_PENDING_SECONDS`` old, and at most
+    ``CODEX_DCR_PENDING_PER_ADDRESS`` of them per client address (``CODEX_DCR_PENDING_MAX`` in
+    all) wait at once. The row goes when a person first approves the client: from then on the
+    client is that person's to keep or revoke. A hosted client that registers for each person
+    it connects, each followed by that person's sign-in, holds only the few registrations of
+    the last minutes at any time.
+    """
+
+    application = models.OneToOneField(
+        settings.OAUTH2_PROVIDER_APPLICATION_MODEL, on_delete=models.CASCADE, related_name="+"
+    )
+    address = models.CharField(max_length=64)  # the registering client's, as authserver.ratelimit reads it
+    registered_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["address", "registered_at"], name="authserver_pending_by_address"),
+            models.Index(fields=["registered_at"], name="authserver_pending_by_age"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.application_id} from {self.address}"

@@ -13,16 +13,35 @@ than creating a client that could never get a token.
 Every answer of both endpoints is marked ``Cache-Control: no-store`` (and ``Pragma:
 no-cache``): a registration answer carries the ``registration_access_token`` that manages
 the client, and RFC 6749 §5.1 asks that no response with a token be cached.
+
+A flood of registrations is bounded by what it leaves behind (``PendingRegistration``): a
+registration no person has approved waits at most ``CODEX_DCR_PENDING_SECONDS`` and is then
+removed with everything of it (``expire_pending``, run before each registration and by
+``manage.py codex_expire_registrations``), and an address with ``CODEX_DCR_PENDING_PER_ADDRESS``
+of them waiting (or the server with ``CODEX_DCR_PENDING_MAX``) must wait for one to be approved
+or to expire (``pending_refusal``). A hosted client that registers for every person it
+connects, each followed by a sign-in, holds only the registrations of the last few minutes.
+
+Who claims a waiting registration first wins, by deleting its row under its lock: the
+person's approval (``claim_on_approval``, in the same transaction as the grant it saves), or
+the expiry, which deletes the Application with the row. So an approval never saves a grant of
+a client that the expiry is removing, and the expiry never removes a client just approved.
 """
 
+import datetime as dt
 from typing import Any
 
+from django.conf import settings
+from django.db import transaction
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.utils import timezone
 from django.utils.decorators import method_decorator
 from django.views.decorators.csrf import csrf_exempt
+from oauth2_provider.models import get_application_model
 from oauth2_provider.views.dynamic_client_registration import DynamicClientRegistrationManagementView
 from pydantic_core import from_json
 
+from authserver.models import PendingRegistration
 from common.inputs import shown, text_problem
 
 ADVERTISED_GRANT_TYPES = frozenset({"authorization_code", "refresh_token"})
@@ -30,6 +49,9 @@ ADVERTISED_GRANT_TYPES = frozenset({"authorization_code", "refresh_token"})
 CLIENT_NAME_MAX_CHARS = 255
 REDIRECT_URI_MAX_CHARS = 2_048
 REDIRECT_URIS_MAX_ITEMS = 32
+# Waiting registrations removed by one expiry run: a registration's own wait stays short, and
+# a few runs clear the most that can wait (CODEX_DCR_PENDING_MAX).
+EXPIRED_PER_RUN = 200
 
 
 def _invalid_metadata(description: str) -> JsonResponse:
@@ -105,3 +127,72 @@ class GuardedRegistrationManagementView(NeverCachedMixin, DynamicClientRegistrat
         if problem := registration_body_problem(request):
             return never_cached(problem)
         return super().dispatch(request, *args, **kwargs)
+
+
+# --- registrations no person has approved yet -------------------------------------------------
+
+
+def _pending_cutoff(now: dt.datetime) -> dt.datetime:
+    return now - dt.timedelta(seconds=settings.CODEX_DCR_PENDING_SECONDS)
+
+
+def expire_pending(*, now: dt.datetime | None = None, limit: int = EXPIRED_PER_RUN) -> int:
+    """Remove up to ``limit`` registrations that waited longer than CODEX_DCR_PENDING_SECONDS
+    for an approval: their Applications, registration tokens and rows. Returns how many."""
+    cutoff = _pending_cutoff(now or timezone.now())
+    with transaction.atomic():
+        # Rows an approval holds are skipped: that approval claims them (claim_on_approval).
+        expired = list(
+            PendingRegistration.objects.select_for_update(skip_locked=True)
+            .filter(registered_at__lt=cutoff)
+            .order_by("registered_at")
+            .values_list("application_id", flat=True)[:limit]
+        )
+        if expired:
+            get_application_model().objects.filter(pk__in=expired).delete()  # their rows go with them
+    return len(expired)
+
+
+def pending_refusal(address: str, *, now: dt.datetime | None = None) -> tuple[str, int] | None:
+    """Why a registration from ``address`` must wait, and how many seconds, or None."""
+    now = now or timezone.now()
+    waiting = PendingRegistration.objects.filter(registered_at__gte=_pending_cutoff(now)).order_by("registered_at")
+    for rows, limit, whose in (
+        (waiting.filter(address=address), settings.CODEX_DCR_PENDING_PER_ADDRESS, "from this address"),
+        (waiting, settings.CODEX_DCR_PENDING_MAX, "on this server"),
+    ):
+        if rows.count() >= limit:
+            oldest = rows.values_list("registered_at", flat=True).first()
+            seconds = settings.CODEX_DCR_PENDING_SECONDS - int((now - oldest).total_seconds()) if oldest else 1
+            return (
+                f"{limit} client registrations {whose} are waiting for a person to approve them; each is "
+                f"removed {settings.CODEX_DCR_PENDING_SECONDS // 60} minutes after it was made unless approved, "
+                "so retry after the Retry-After interval",
+                max(1, seconds),
+            )
+    return None
+
+
+def record_pending(client_id: str, address: str) -> None:
+    """Remember that ``client_id`` was just registered from ``address`` and waits for an approval."""
+    application = get_application_model().objects.filter(client_id=client_id).first()
+    if application is not None:
+        PendingRegistration.objects.create(application=application, address=address, registered_at=timezone.now())
+
+
+class RegistrationExpired(Exception):
+    """The client's registration waited too long for an approval and is being removed."""
+
+
+def claim_on_approval(application: object) -> None:
+    """The person approves ``application``: if its registration was waiting, it is theirs now.
+
+    Called inside the transaction that saves the grant. Raises ``RegistrationExpired`` when
+    the expiry removed (or is removing) it first."""
+    pending = PendingRegistration.objects.select_for_update().filter(application=application).first()
+    if pending is not None:
+        if pending.registered_at < _pending_cutoff(timezone.now()):
+            raise RegistrationExpired()  # the next expiry removes it
+        pending.delete()
+    elif not get_application_model().objects.filter(pk=getattr(application, "pk", None)).exists():
+        raise RegistrationExpired()  # the expiry's transaction removed it while we waited for its row

@@ -11,10 +11,11 @@ import logging
 from urllib.parse import parse_qs, urlsplit
 
 from django.conf import settings
+from django.db import transaction
 from oauth2_provider.oauth2_validators import OAuth2Validator
 from oauthlib.oauth2.rfc6749 import errors
 
-from authserver import client_assertions
+from authserver import client_assertions, registration
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +38,18 @@ def _as_list(value) -> list[str]:
     if isinstance(value, str):
         return value.split()
     return [item for item in value if item]
+
+
+class RegistrationExpiredError(errors.FatalClientError):
+    """The person approved a client whose registration expired first: shown on the page (400),
+    never sent to the client's redirect URI."""
+
+    error = "invalid_client"
+    status_code = 400
+    description = (
+        "This application's registration expired before anyone approved it; start again from the "
+        "application, which registers anew"
+    )
 
 
 # The grants the metadata advertises; tokens for headless agents are minted directly
@@ -127,7 +140,14 @@ class CodexOAuth2Validator(OAuth2Validator):
         if error := _foreign_target(resources, request):
             raise error
         request.resource = [settings.CODEX_RESOURCE_URL]
-        return super().save_authorization_code(client_id, code, request, *args, **kwargs)
+        # The person approved: a registration still waiting for that is now theirs, in the
+        # same transaction as the grant (authserver.registration).
+        with transaction.atomic():
+            try:
+                registration.claim_on_approval(request.client)
+            except registration.RegistrationExpired:
+                raise RegistrationExpiredError(request=request) from None
+            return super().save_authorization_code(client_id, code, request, *args, **kwargs)
 
     def _check_and_set_request_resource(self, request) -> None:
         # A private DOT hook (pinned: django-oauth-toolkit==3.4.1; tests/test_cimd.py fails

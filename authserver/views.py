@@ -20,7 +20,13 @@ import codex_metrics
 from authserver import client_assertions
 from authserver.ratelimit import allow, client_address
 from authserver.refusals import explain
-from authserver.registration import NeverCachedMixin, registration_body_problem
+from authserver.registration import (
+    NeverCachedMixin,
+    expire_pending,
+    pending_refusal,
+    record_pending,
+    registration_body_problem,
+)
 
 
 def _too_many(message: str, retry_after: int) -> JsonResponse:
@@ -113,12 +119,13 @@ class CodexAuthorizationView(AuthorizationView):
 
 
 class RateLimitedRegistrationView(NeverCachedMixin, DynamicClientRegistrationView):
-    """RFC 7591 registration, at most CODEX_DCR_RATE_LIMIT per client address per hour (never cached)."""
+    """RFC 7591 registration (never cached): at most CODEX_DCR_RATE_LIMIT per client address
+    per hour, and only while the address and the server have room for one more registration
+    waiting for a person's approval (``authserver.registration``)."""
 
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        ok, retry_after = allow(
-            "dcr", client_address(request), limit=settings.CODEX_DCR_RATE_LIMIT, window_seconds=3600
-        )
+        address = client_address(request)
+        ok, retry_after = allow("dcr", address, limit=settings.CODEX_DCR_RATE_LIMIT, window_seconds=3600)
         if not ok:
             codex_metrics.limit_refused("registrations")
             return _too_many(
@@ -127,7 +134,14 @@ class RateLimitedRegistrationView(NeverCachedMixin, DynamicClientRegistrationVie
             )
         if problem := registration_body_problem(request):
             return problem
-        return super().post(request, *args, **kwargs)
+        expire_pending()
+        if waiting := pending_refusal(address):
+            codex_metrics.limit_refused("registrations_waiting")
+            return _too_many(*waiting)
+        response = super().post(request, *args, **kwargs)
+        if response.status_code == 201:
+            record_pending(json.loads(response.content)["client_id"], address)
+        return response
 
 
 class CodexServerMetadataView(OAuthServerMetadataView):

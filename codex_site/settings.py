@@ -257,8 +257,13 @@ CODEX_BODY_MAX_BYTES = envint("CODEX_BODY_MAX_BYTES", 1024 * 1024)
 CODEX_BODY_TIMEOUT_SECONDS = envint("CODEX_BODY_TIMEOUT_SECONDS", 60)
 # Rate limits per client address: dynamic client registrations per hour, and sign-ins
 # that make the server fetch a new client's metadata document per 10 minutes.
-CODEX_DCR_RATE_LIMIT = envint("CODEX_DCR_RATE_LIMIT", 20)
+CODEX_DCR_RATE_LIMIT = envint("CODEX_DCR_RATE_LIMIT", 300)
 CODEX_CIMD_RATE_LIMIT = envint("CODEX_CIMD_RATE_LIMIT", 30)
+# Dynamic registrations that no person has approved yet (authserver.registration): removed
+# once this old, and at most so many waiting per client address and in all.
+CODEX_DCR_PENDING_SECONDS = envint("CODEX_DCR_PENDING_SECONDS", 3600)
+CODEX_DCR_PENDING_PER_ADDRESS = envint("CODEX_DCR_PENDING_PER_ADDRESS", 100)
+CODEX_DCR_PENDING_MAX = envint("CODEX_DCR_PENDING_MAX", 1000)
 # Quotas (contract 6, resource_exhausted): tool calls per access token per minute, shared
 # by every worker through the database cache; entries and stored bytes (every revision
 # counted) per codex, kept in the codex row.
