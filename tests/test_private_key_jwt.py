@@ -33,7 +33,7 @@ class ChatGPTFlowTestCase(LiveServerTestCase):
         self.chatgpt = ChatGPTLike(self.documents)
         self.token_endpoint = self.live.base_url + "/o/token/"
 
-    def authorize(self, client: ChatGPTLike | None = None) -> tuple[str, str]:
+    def authorize(self, client: ChatGPTLike | None = None, scope: str = ALL_SCOPES) -> tuple[str, str]:
         """Sign in and approve; returns (code, verifier)."""
         client = client or self.chatgpt
         verifier, challenge = pkce_pair()
@@ -42,7 +42,7 @@ class ChatGPTFlowTestCase(LiveServerTestCase):
             client.client_id,
             code_challenge=challenge,
             code_challenge_method="S256",
-            scope=ALL_SCOPES,
+            scope=scope,
             resource=self.mcp_url,
         )
         answer = self.browser.authorize(url)
@@ -119,6 +119,16 @@ class ChatGPTConnectsTest(ChatGPTFlowTestCase):
         self.assertEqual(updated["revision"], 2)
         # The key set was fetched once, and served every assertion after from the cache.
         self.assertEqual(self.chatgpt.jwks_requests, 1)
+
+    def test_an_empty_scope_as_chatgpt_has_been_seen_sending_gets_the_default(self) -> None:
+        code, verifier = self.authorize(scope="")
+        granted = self.chatgpt.token_request(
+            self.live.base_url,
+            dict(self.code_grant(code, verifier), scope=""),
+            self.chatgpt.assertion(self.token_endpoint),
+        )
+        self.assertEqual(granted.status_code, 200, granted.text)
+        self.assertEqual(granted.json()["scope"], "notes:read")
 
     def test_a_refresh_without_an_assertion_is_refused(self) -> None:
         code, verifier = self.authorize()
