@@ -4,15 +4,18 @@ calls all four. The clients of the 2025-03-26 era (the Python SDK 1.9, the TypeS
 1.x and 2.x, also signs in through OAuth by itself, with dynamic registration and with a
 Client ID Metadata Document."""
 
+from unittest import SkipTest
 from urllib.parse import urlencode
 
 from oauth2_provider.models import get_access_token_model, get_application_model
 
+import tests.test_docs_examples as docs_examples
 from notebook.models import Entry
 from tests.live import LiveServerTestCase
 from tests.oauth_helpers import REDIRECT_URI, Browser
 from tests.real_clients import TS_CLIENT, TS_SDK, TS_SDK_OLD, TypeScriptClient, run_python_client
 from tests.sdk_oauth import LoopbackMetadataServer
+from tests.test_docs_examples import npx_available
 
 TOOL_NAMES = ["field_notes_save", "field_notes_get", "field_notes_search", "field_notes_update"]
 
@@ -92,3 +95,16 @@ class TodaysTypeScriptClientsTest(RealClientTestCase):
                 application = get_application_model().objects.get(client_id=metadata.url)
                 self.assertEqual(application.registration_source, "cimd")
                 self.assert_signed_in_as_alice(seen)
+
+
+class McpRemoteTest(RealClientTestCase):
+    """mcp-remote, the stdio bridge of clients that speak only stdio, old and new releases."""
+
+    def test_each_release_lists_the_tools_over_stdio(self) -> None:
+        if not npx_available():  # raises instead where CODEX_REQUIRE_NODE=1
+            raise SkipTest("mcp-remote needs npx (apt-get install nodejs npm)")
+        token = self.token_for(self.alice)
+        for version in ("0.1.49", "0.15.1"):
+            with self.subTest(version=version):
+                server = {"command": "npx", "args": ["-y", f"mcp-remote@{version}", self.mcp_url]}
+                self.assertEqual(docs_examples.DocumentedExamplesTest.tool_names_over_stdio(server, token), TOOL_NAMES)
