@@ -14,7 +14,7 @@ from typing import Any
 
 from django.conf import settings
 
-from tests.served import missing
+from tests.served import install_once, missing
 
 CHROMIUM_CANDIDATES = ("chromium", "chromium-browser", "google-chrome")
 CHROMEDRIVER_CANDIDATES = ("chromedriver",)
@@ -139,10 +139,9 @@ def axe_source() -> str:
     global _axe_source
     if _axe_source is not None:
         return _axe_source
-    prefix = Path(settings.BASE_DIR) / "var" / f"axe-core-{AXE_CORE_VERSION}"
-    script = prefix / "node_modules" / "axe-core" / "axe.min.js"
-    if not script.is_file():
-        npm = shutil.which("npm")
+    npm = shutil.which("npm")
+
+    def install(directory: Path) -> None:
         if npm is None:
             missing(
                 "the accessibility checks need npm to install axe-core (apt-get install npm)",
@@ -158,13 +157,16 @@ def axe_source() -> str:
                 "--no-audit",
                 "--no-fund",
                 "--prefix",
-                str(prefix),
+                str(directory),
                 f"axe-core@{AXE_CORE_VERSION}",
             ],
             check=True,
             capture_output=True,
             timeout=300,
         )
+
+    prefix = install_once(Path(settings.BASE_DIR) / "var" / f"axe-core-{AXE_CORE_VERSION}", install)
+    script = prefix / "node_modules" / "axe-core" / "axe.min.js"
     _axe_source = script.read_text()
     return _axe_source
 

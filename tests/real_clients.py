@@ -3,8 +3,7 @@ users run them: the Python SDK of the 2025-03-26 era in a virtual environment of
 releases of the TypeScript SDK from npm, each driven by a script in tests/clients/.
 
 A missing npm skips the TypeScript clients, unless CODEX_REQUIRE_NODE=1 (which .ci/run sets)
-makes that a failure. Each install goes to a directory of its own first and is renamed into
-place when whole, so that test processes running side by side never see half of one.
+makes that a failure. Each is installed once (``tests.served.install_once``).
 """
 
 import json
@@ -12,7 +11,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -20,7 +18,7 @@ from typing import Any
 
 from django.conf import settings
 
-from tests.served import missing
+from tests.served import install_once, missing
 
 CLIENTS = Path(settings.BASE_DIR) / "tests" / "clients"
 INSTALLED = Path(settings.BASE_DIR) / "var" / "clients"
@@ -30,26 +28,6 @@ TS_SDK_OLD = "1.12.3"  # the last 1.x release that speaks only 2025-03-26
 TS_SDK = "1.32.2"
 TS_CLIENT = "2.4.0"  # @modelcontextprotocol/client, the SDK's 2.x client package
 TIMEOUT_SECONDS = 180
-
-
-def _install_once(name: str, install: Callable[[Path], None]) -> Path:
-    """``var/clients/<name>``, made by ``install`` (into a fresh directory) the first time."""
-    target = INSTALLED / name
-    if (target / ".installed").is_file():
-        return target
-    INSTALLED.mkdir(parents=True, exist_ok=True)
-    partial = Path(tempfile.mkdtemp(prefix=f"{name}.partial-", dir=INSTALLED))
-    try:
-        install(partial)
-        (partial / ".installed").write_text("ok\n")
-        try:
-            partial.rename(target)
-        except OSError:  # another process put its whole install there first
-            if not (target / ".installed").is_file():
-                raise
-    finally:
-        shutil.rmtree(partial, ignore_errors=True)
-    return target
 
 
 def python_sdk(version: str = PYTHON_SDK_OLD) -> Path:
@@ -67,7 +45,7 @@ def python_sdk(version: str = PYTHON_SDK_OLD) -> Path:
 
     # A venv still works once moved when its interpreter is run directly (only the shebangs of
     # its scripts name the place it was made in, and none of them is used).
-    return _install_once(f"python-mcp-{version}", install) / "bin" / "python"
+    return install_once(INSTALLED / f"python-mcp-{version}", install) / "bin" / "python"
 
 
 def node_package(package: str, version: str) -> Path:
@@ -87,7 +65,7 @@ def node_package(package: str, version: str) -> Path:
             timeout=600,
         )
 
-    return _install_once(f"{package.replace('@', '').replace('/', '-')}-{version}", install)
+    return install_once(INSTALLED / f"{package.replace('@', '').replace('/', '-')}-{version}", install)
 
 
 def run_python_client(url: str, token: str) -> dict[str, Any]:

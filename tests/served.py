@@ -1,12 +1,16 @@
 """Processes the tests and scripts start on 127.0.0.1: a free port, a wait for a server's
-health check, and a stop that does not hang. Imports nothing of Django, so scripts may use it."""
+health check, a stop that does not hang, and programs installed once under var/. Imports
+nothing of Django, so scripts may use it."""
 
 import os
 import random
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
 from unittest import SkipTest
@@ -89,3 +93,26 @@ def migrate_and_mint(env: dict[str, str], username: str, lifetime_seconds: int =
     subprocess.run([*manage, "shell", "-c", add], **run)
     scopes = ["--scopes", "notes:read notes:write", "--lifetime", str(lifetime_seconds)]
     return subprocess.run([*manage, "mint_token", username, *scopes], **run).stdout.strip().splitlines()[-1]
+
+
+def install_once(target: Path, install: Callable[[Path], None]) -> Path:
+    """``target``, made by ``install`` (given a fresh directory) the first time it is asked for.
+
+    The install goes to a directory of its own beside ``target`` and is renamed into place when
+    whole, so that test processes running side by side never see half of one."""
+    if (target / ".installed").is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = Path(tempfile.mkdtemp(prefix=f"{target.name}.partial-", dir=target.parent))
+    try:
+        install(partial)
+        (partial / ".installed").write_text("ok\n")
+        try:
+            partial.rename(target)
+        except OSError:  # another process put its whole install there first, or a stale one is there
+            if not (target / ".installed").is_file():
+                shutil.rmtree(target)
+                partial.rename(target)
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+    return target
