@@ -3,9 +3,10 @@
 #   make run                      bootstrap, local key (once), migrate, collectstatic, (codex_firstrun), uvicorn via
 #                                 codex_site.serve (proxy headers off, concurrency limit)
 #   make run PORT=9000            ... on another port (DJANGO_DEBUG defaults to 1)
-#   make test                     migrations check, tests on SQLite, then on a
-#                                 throwaway PostgreSQL (scripts/with_postgres.sh); each run
-#                                 ends with FAST_PATH_OFF_TESTS again with CODEX_FAST_PATH=0
+#   make test                     migrations check, then the tests on SQLite and on a
+#                                 throwaway PostgreSQL (scripts/with_postgres.sh) side by side
+#                                 (scripts/test_all.sh); each run ends with FAST_PATH_OFF_TESTS
+#                                 again with CODEX_FAST_PATH=0
 #   make test TEST_ARGS="tests.test_x -v 2"
 #   make bench                    the MCP tools against a no-op SDK server, with wrk,
 #                                 on SQLite (figures only; BENCH_ARGS="--duration 5")
@@ -67,31 +68,8 @@ run: bootstrap
 test: bootstrap-test
 	env -u DATABASE_URL SECRET_KEY="$${SECRET_KEY:-makemigrations-check-only-$$RANDOM$$RANDOM$$RANDOM-not-a-real-key}" \
 		$(PY) manage.py makemigrations --check --dry-run
-	@echo "==> tests on SQLite"
-	env -u DATABASE_URL $(PY) manage.py test --noinput $(TEST_ARGS)
-	@if [ -z "$(TEST_ARGS)" ]; then \
-		echo "==> the fast path off (CODEX_FAST_PATH=0) on SQLite"; \
-		env -u DATABASE_URL CODEX_FAST_PATH=0 $(PY) manage.py test --noinput $(FAST_PATH_OFF_TESTS); \
-	fi
-	@if bash scripts/with_postgres.sh --check >/dev/null 2>&1; then \
-		echo "==> tests on PostgreSQL"; \
-		echo "bash scripts/with_postgres.sh $(PY) manage.py test --noinput $(TEST_ARGS)"; \
-		bash scripts/with_postgres.sh $(PY) manage.py test --noinput $(TEST_ARGS); \
-		if [ -z "$(TEST_ARGS)" ]; then \
-			echo "==> the fast path off (CODEX_FAST_PATH=0) on PostgreSQL"; \
-			CODEX_FAST_PATH=0 bash scripts/with_postgres.sh $(PY) manage.py test --noinput $(FAST_PATH_OFF_TESTS); \
-		fi; \
-	elif [ "$(CODEX_REQUIRE_POSTGRES)" = "1" ]; then \
-		echo "ERROR: CODEX_REQUIRE_POSTGRES=1 but no PostgreSQL server binaries were found" >&2; \
-		echo "       (looked in /usr/lib/postgresql/*/bin, pg_config --bindir, PATH)." >&2; \
-		echo "       Install with: apt-get update && apt-get install -y postgresql" >&2; \
-		exit 3; \
-	else \
-		echo "" >&2; \
-		echo "WARNING: *** PostgreSQL test run SKIPPED: no PostgreSQL server binaries found. ***" >&2; \
-		echo "WARNING: Only the SQLite run was executed. Install PostgreSQL (apt-get install postgresql)" >&2; \
-		echo "WARNING: or set CODEX_REQUIRE_POSTGRES=1 to make this an error." >&2; \
-	fi
+	PY=$(PY) FAST_PATH_OFF_TESTS="$(FAST_PATH_OFF_TESTS)" CODEX_REQUIRE_POSTGRES="$(CODEX_REQUIRE_POSTGRES)" \
+		bash scripts/test_all.sh $(TEST_ARGS)
 
 # Ruff (format + lint), configured in pyproject.toml; kept out of requirements.txt.
 lint: bootstrap
