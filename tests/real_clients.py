@@ -23,7 +23,8 @@ from tests.served import install_once, missing
 CLIENTS = Path(settings.BASE_DIR) / "tests" / "clients"
 INSTALLED = Path(settings.BASE_DIR) / "var" / "clients"
 
-PYTHON_SDK_OLD = "1.9.4"  # protocol 2025-03-26 (pinned with what it needs in tests/clients/)
+PYTHON_SDK_OLD = "1.9.4"  # protocol 2025-03-26 (each pinned with what it needs in tests/clients/)
+PYTHON_SDK_1 = "1.30.0"  # the last 1.x release: 2025-11-25
 TS_SDK_OLD = "1.12.3"  # the last 1.x release that speaks only 2025-03-26
 TS_SDK = "1.32.2"
 TS_CLIENT = "2.4.0"  # @modelcontextprotocol/client, the SDK's 2.x client package
@@ -68,15 +69,15 @@ def node_package(package: str, version: str) -> Path:
     return install_once(INSTALLED / f"{package.replace('@', '').replace('/', '-')}-{version}", install)
 
 
-def run_python_client(url: str, token: str) -> dict[str, Any]:
+def run_python_client(url: str, token: str, version: str = PYTHON_SDK_OLD) -> dict[str, Any]:
     finished = subprocess.run(
-        [str(python_sdk()), str(CLIENTS / "python_sdk_client.py"), url, token],
+        [str(python_sdk(version)), str(CLIENTS / "python_sdk_client.py"), url, token],
         capture_output=True,
         text=True,
         timeout=TIMEOUT_SECONDS,
     )
     if finished.returncode != 0:
-        raise AssertionError(f"the Python SDK {PYTHON_SDK_OLD} client failed:\n{finished.stderr[-4000:]}")
+        raise AssertionError(f"the Python SDK {version} client failed:\n{finished.stderr[-4000:]}")
     return json.loads(finished.stdout.strip().splitlines()[-1])
 
 

@@ -13,7 +13,7 @@ import tests.test_docs_examples as docs_examples
 from notebook.models import Entry
 from tests.live import LiveServerTestCase
 from tests.oauth_helpers import REDIRECT_URI, Browser
-from tests.real_clients import TS_CLIENT, TS_SDK, TS_SDK_OLD, TypeScriptClient, run_python_client
+from tests.real_clients import PYTHON_SDK_1, TS_CLIENT, TS_SDK, TS_SDK_OLD, TypeScriptClient, run_python_client
 from tests.sdk_oauth import LoopbackMetadataServer
 from tests.test_docs_examples import npx_available
 
@@ -39,13 +39,21 @@ class ClientsOf2025_03_26Test(RealClientTestCase):
         seen = run_python_client(self.mcp_url, self.token_for(self.alice))
         self.assertEqual(seen["protocolVersion"], "2025-03-26")
         self.assertEqual(seen["outputSchemas"], [])  # that version has none
-        self.assertEqual(seen["got"], "Saved by an old Python SDK")
+        self.assertEqual(seen["got"], "Saved by the Python SDK 1.9.4")
         self.assert_all_four_tools_worked(seen)
 
     def test_the_typescript_sdk_1_12_lists_the_tools_and_calls_all_four(self) -> None:
         client = TypeScriptClient("@modelcontextprotocol/sdk", TS_SDK_OLD)
         seen = client.run(self.mcp_url, "token", self.token_for(self.alice))
         self.assertEqual(seen["outputSchemas"], [])  # answered as 2025-03-26: it sends no version header
+        self.assert_all_four_tools_worked(seen)
+
+
+class ClientsOf2025_11_25Test(RealClientTestCase):
+    def test_the_python_sdk_1_30_lists_the_tools_and_calls_all_four(self) -> None:
+        seen = run_python_client(self.mcp_url, self.token_for(self.alice), PYTHON_SDK_1)
+        self.assertEqual(seen["protocolVersion"], "2025-11-25")
+        self.assertEqual(seen["outputSchemas"], TOOL_NAMES)
         self.assert_all_four_tools_worked(seen)
 
 

@@ -1,5 +1,5 @@
-"""A client on an older Python MCP SDK (1.9.x, protocol 2025-03-26), run in that SDK's own
-virtual environment by tests/test_real_clients.py: it connects over Streamable HTTP with a
+"""A client on a 1.x Python MCP SDK (1.9, protocol 2025-03-26; 1.30, 2025-11-25), run in that
+SDK's own virtual environment by tests/test_real_clients.py: it connects over Streamable HTTP with a
 bearer token, lists the tools and calls all four, and prints what it saw as one JSON line.
 
     python python_sdk_client.py URL TOKEN
@@ -8,6 +8,7 @@ bearer token, lists the tools and calls all four, and prints what it saw as one 
 import asyncio
 import json
 import sys
+from importlib.metadata import version
 
 from mcp import ClientSession
 from mcp.client.streamable_http import streamablehttp_client
@@ -25,16 +26,22 @@ async def main(url: str, token: str) -> dict:
         async with ClientSession(read, write) as session:
             initialized = await session.initialize()
             tools = await session.list_tools()
-            entry = {"content": "Saved by an old Python SDK", "tags": ["old"]}
+            entry = {"content": f"Saved by the Python SDK {version('mcp')}", "tags": ["python"]}
             saved = payload(
-                await session.call_tool("field_notes_save", {"requestId": "python-sdk-old-1", "entry": entry})
+                await session.call_tool(
+                    "field_notes_save", {"requestId": f"python-sdk-{version('mcp')}", "entry": entry}
+                )
             )["entry"]
             got = payload(await session.call_tool("field_notes_get", {"id": saved["id"]}))["entry"]
-            found = payload(await session.call_tool("field_notes_search", {"tag": "old"}))["entries"]
+            found = payload(await session.call_tool("field_notes_search", {"tag": "python"}))["entries"]
             updated = payload(
                 await session.call_tool(
                     "field_notes_update",
-                    {"id": saved["id"], "expectedRevision": 1, "entry": {"content": "Updated by an old Python SDK"}},
+                    {
+                        "id": saved["id"],
+                        "expectedRevision": 1,
+                        "entry": {"content": f"Updated by the Python SDK {version('mcp')}"},
+                    },
                 )
             )["entry"]
     return {
