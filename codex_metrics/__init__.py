@@ -64,7 +64,15 @@ SQLITE_LOG_SYNC = Histogram(
 
 # The fixed words of the other labels, so that every series exists (at 0) from the start.
 TOKEN_REFUSAL_REASONS = ("missing", "invalid", "expired", "wrong_audience", "user_inactive", "insufficient_scope")
-LIMIT_KINDS = ("tool_calls_per_minute", "entries", "stored_bytes", "registrations", "metadata_documents")
+LIMIT_KINDS = (
+    "tool_calls_per_minute",
+    "entries",
+    "stored_bytes",
+    "registrations",
+    "metadata_documents",
+    "sign_in_failures",
+    "account_actions",
+)
 
 _enabled = True
 # (tool, outcome) -> its counter, and tool -> its histogram, made once (``labels()`` per

@@ -16,18 +16,20 @@ from dataclasses import dataclass
 DJANGO = "django"
 DOT = "django-oauth-toolkit"
 MCP = "mcp"
+ALLAUTH = "django-allauth"
 
 # The installed versions each library's entries were last read against (distribution names).
 CHECKED: dict[str, frozenset[str]] = {
     DJANGO: frozenset({"5.2.19"}),
     DOT: frozenset({"3.4.1"}),
     MCP: frozenset({"2.3.0"}),
+    ALLAUTH: frozenset({"65.21.1"}),
 }
 
 
 @dataclass(frozen=True)
 class Internal:
-    library: str  # DJANGO, DOT or MCP
+    library: str  # DJANGO, DOT, MCP or ALLAUTH
     what: str  # the names used
     where: tuple[str, ...]  # files (from the repository's root) that use them
     needle: str  # a string each of those files holds where it uses them
@@ -246,5 +248,14 @@ REGISTER: tuple[Internal, ...] = (
         ("common/tracing.py",),
         "execute_wrappers.append",
         "a span per SQL statement on every connection of the process, the SQLite write connection included",
+    ),
+    # --- django-allauth: accounts, single sign-on, second factor ------------------------------
+    Internal(
+        ALLAUTH,
+        "allauth.core.internal.ratelimit.get_rates, get_cache_key, time; DefaultAccountAdapter."
+        "_get_login_attempts_cache_key; the counters' shape (a list of attempt times, newest first)",
+        ("authserver/signin.py",),
+        "allauth_ratelimit.get_cache_key",
+        "how long a throttled sign-in must wait: allauth's refusal says only 'try again later'",
     ),
 )

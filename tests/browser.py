@@ -90,7 +90,7 @@ class BrowserPages:
 
         self.web.get(self.live.base_url + next_path)
         self.wait().until(expected_conditions.url_contains("/accounts/login/"))
-        self.web.find_element(By.ID, "id_username").send_keys(username)
+        self.web.find_element(By.ID, "id_login").send_keys(username)
         self.web.find_element(By.ID, "id_password").send_keys(f"{username}-password")
         self.web.find_element(By.CSS_SELECTOR, "button[type=submit].primary").click()
         # The sign-in page has an h1 too: first wait for the next page to have loaded, or a

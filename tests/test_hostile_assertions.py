@@ -9,7 +9,6 @@ import datetime as dt
 import uuid
 from typing import Any
 
-import jwt
 from django.contrib.auth import get_user_model
 from django.test import Client, override_settings
 from django.utils import timezone

@@ -26,7 +26,7 @@ class SignInPageTest(TestCase):
 
     def test_signing_in_without_a_next_page_lands_on_my_codex(self) -> None:
         get_user_model().objects.create_user("alice", password="alice-password")
-        response = self.client.post("/accounts/login/", {"username": "alice", "password": "alice-password"})
+        response = self.client.post("/accounts/login/", {"login": "alice", "password": "alice-password"})
         self.assertRedirects(response, "/codex/", fetch_redirect_response=False)
 
     def test_signing_out_says_so(self) -> None:

@@ -1,0 +1,129 @@
+"""Single sign-on through OpenID Connect providers (allauth's generic ``openid_connect``
+provider; the operator lists them in ``CODEX_OIDC_PROVIDERS``, read by
+``authserver.sso_config``).
+
+- Only a verified email of one of the provider's allowed domains signs in; anything else is
+  refused with a page that names the domains, before any account is made or matched.
+- A first sign-in makes an account (its codex is made on first use, as for everyone). It
+  signs in to an existing local account instead only where the operator allows it for
+  that provider (``match_existing``), and only through that verified email.
+- A provider that cannot be reached, or answers what OpenID Connect does not allow, gets
+  a page that says so (``provider_views``), never a 500.
+"""
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from allauth.core.exceptions import ImmediateHttpResponse
+from allauth.socialaccount.adapter import DefaultSocialAccountAdapter
+from allauth.socialaccount.providers.openid_connect import views as oidc_views
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+
+logger = logging.getLogger(__name__)
+
+
+def allowed_domains(provider: Any) -> list[str]:
+    app = getattr(provider, "app", None)
+    return list((getattr(app, "settings", None) or {}).get("codex_domains", []))
+
+
+def domain_allowed(email: str, domains: list[str]) -> bool:
+    _, at, domain = email.rpartition("@")
+    return bool(at) and ("*" in domains or domain.lower() in domains)
+
+
+def verified_emails(sociallogin: Any) -> list[str]:
+    return [address.email for address in sociallogin.email_addresses if address.verified and address.email]
+
+
+def refusal_page(request: HttpRequest, *, provider_name: str, reason: str, status: int) -> HttpResponse:
+    return render(
+        request,
+        "socialaccount/refused.html",
+        {"provider_name": provider_name, "reason": reason},
+        status=status,
+    )
+
+
+class CodexSocialAccountAdapter(DefaultSocialAccountAdapter):
+    def is_open_for_signup(self, request: HttpRequest, sociallogin: Any) -> bool:
+        # The domain check in pre_social_login has already let this person through.
+        return True
+
+    def pre_social_login(self, request: HttpRequest, sociallogin: Any) -> None:
+        provider = sociallogin.provider
+        domains = allowed_domains(provider)
+        emails = [email for email in verified_emails(sociallogin) if domain_allowed(email, domains)]
+        if not emails:
+            shown = "any domain" if "*" in domains else ", ".join(f"@{domain}" for domain in domains)
+            logger.warning(
+                "single sign-on refused: %s answered no verified email of an allowed domain", provider.app.provider_id
+            )
+            raise ImmediateHttpResponse(
+                refusal_page(
+                    request,
+                    provider_name=provider.name,
+                    reason=f"This server accepts {provider.name} accounts with a verified email address at "
+                    f"{shown}, and {provider.name} did not give one for your account.",
+                    status=403,
+                )
+            )
+        # Only an allowed, verified address names the account (and its username).
+        sociallogin.email_addresses = [
+            address for address in sociallogin.email_addresses if address.verified and address.email in emails
+        ]
+        if not sociallogin.is_existing and getattr(sociallogin.user, "email", "") not in emails:
+            sociallogin.user.email = emails[0]
+
+    def can_authenticate_by_email(self, login: Any, email: str) -> bool:
+        """Matching an existing account by email: only where the operator allows it for this
+        provider, and only for an allowed domain (the address is verified: allauth asks
+        only about verified ones)."""
+        settings = getattr(login.provider.app, "settings", None) or {}
+        return bool(settings.get("email_authentication")) and domain_allowed(email, allowed_domains(login.provider))
+
+    def on_authentication_error(
+        self, request: HttpRequest, provider: Any, error: Any = None, exception: Any = None, extra_context: Any = None
+    ) -> None:
+        # One line for the operator; the person gets allauth's authentication_error page.
+        logger.warning(
+            "single sign-on with %s failed: %s%s",
+            getattr(getattr(provider, "app", None), "provider_id", provider),
+            error,
+            f" ({type(exception).__name__})" if exception is not None else "",
+        )
+
+
+# What a provider that is down or answers wrongly can make allauth raise outside the
+# errors its callback view catches (discovery is fetched before the redirect, and a
+# discovery document without an endpoint is a KeyError).
+PROVIDER_FAULTS = (OSError, ValueError, KeyError, TypeError, AttributeError)
+
+
+def _guarded(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    def guarded(request: HttpRequest, provider_id: str) -> HttpResponse:
+        try:
+            return view(request, provider_id)
+        except ImmediateHttpResponse as immediate:
+            return immediate.response
+        except Exception as error:
+            import requests
+
+            if not isinstance(error, (requests.RequestException, *PROVIDER_FAULTS)):
+                raise
+            logger.warning("single sign-on provider %s could not be used: %s", provider_id, type(error).__name__)
+            return render(
+                request,
+                "socialaccount/provider_unavailable.html",
+                {"provider_id": provider_id},
+                status=502,
+            )
+
+    guarded.login_required = False  # type: ignore[attr-defined]
+    return guarded
+
+
+login = _guarded(oidc_views.login)
+callback = _guarded(oidc_views.callback)
