@@ -15,9 +15,12 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from allauth.account.models import EmailAddress
 from allauth.core.exceptions import ImmediateHttpResponse
 from allauth.socialaccount.adapter import DefaultSocialAccountAdapter
 from allauth.socialaccount.providers.openid_connect import views as oidc_views
+from django.contrib.auth import get_user_model
+from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
@@ -47,6 +50,16 @@ def refusal_page(request: HttpRequest, *, provider_name: str, reason: str, statu
     )
 
 
+def _taken(emails: list[str]) -> bool:
+    query = Q()
+    for email in emails:
+        query |= Q(email__iexact=email)
+    return (
+        get_user_model().objects.filter(query).exists()
+        or EmailAddress.objects.filter(email__in=[email.lower() for email in emails]).exists()
+    )
+
+
 class CodexSocialAccountAdapter(DefaultSocialAccountAdapter):
     def is_open_for_signup(self, request: HttpRequest, sociallogin: Any) -> bool:
         # The domain check in pre_social_login has already let this person through.
@@ -68,6 +81,23 @@ class CodexSocialAccountAdapter(DefaultSocialAccountAdapter):
                     reason=f"This server accepts {provider.name} accounts with a verified email address at "
                     f"{shown}, and {provider.name} did not give one for your account.",
                     status=403,
+                )
+            )
+        if not sociallogin.is_existing and _taken(emails):
+            # Not matched to that account (the operator did not allow it for this provider):
+            # a second account with the same address would be a trap for its owner.
+            logger.warning(
+                "single sign-on refused: %s answered the address of an existing account, and does not match them",
+                provider.app.provider_id,
+            )
+            raise ImmediateHttpResponse(
+                refusal_page(
+                    request,
+                    provider_name=provider.name,
+                    reason=f"An account with your address already exists on this server, and this server does not "
+                    f"sign {provider.name} accounts in to existing ones. Sign in with that account's password, or "
+                    "ask whoever runs this server to connect them.",
+                    status=409,
                 )
             )
         # Only an allowed, verified address names the account (and its username).
