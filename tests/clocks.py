@@ -33,9 +33,11 @@ class SignInClock:
     def advance(self, seconds: float) -> None:
         self.now += seconds
 
-    def patch(self):
-        from allauth.core.internal import ratelimit as allauth_ratelimit
-
+    def patch(self, module=None):
+        """Stand in for ``module``'s ``time`` (allauth's rate limits by default; allauth's TOTP
+        codes take ``allauth.mfa.totp.internal.auth``): both registered in common.internals."""
+        if module is None:
+            from allauth.core.internal import ratelimit as module
         return mock.patch.object(
-            allauth_ratelimit, "time", SimpleNamespace(time=self.time, monotonic=time.monotonic, sleep=time.sleep)
+            module, "time", SimpleNamespace(time=self.time, monotonic=time.monotonic, sleep=time.sleep)
         )
