@@ -288,7 +288,8 @@ ACCOUNT_RATE_LIMITS = {
         f"{CODEX_SIGNIN_FAILURES_PER_ACCOUNT}/{CODEX_SIGNIN_FAILURE_WINDOW_SECONDS}s/key"
     ),
     "login": "30/m/ip",
-    "change_password": "5/m/user",
+    # Above the per-account failure limit, which engages first (with its wait in words).
+    "change_password": "10/m/user",
     "reauthenticate": "10/m/user",
 }
 # Single sign-on (authserver.sso): CODEX_OIDC_PROVIDERS, a JSON list of providers (issuer,
