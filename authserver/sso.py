@@ -144,12 +144,15 @@ def _guarded(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
             if not isinstance(error, (requests.RequestException, *PROVIDER_FAULTS)):
                 raise
             logger.warning("single sign-on provider %s could not be used: %s", provider_id, type(error).__name__)
-            return render(
+            response = render(
                 request,
                 "socialaccount/provider_unavailable.html",
                 {"provider_id": provider_id},
                 status=502,
             )
+            # Logged above in one line, as the provider's fault; Django would log a 5xx again at ERROR.
+            response._has_been_logged = True  # type: ignore[attr-defined]
+            return response
 
     guarded.login_required = False  # type: ignore[attr-defined]
     return guarded

@@ -60,7 +60,18 @@ def headless_chromium():
     web = webdriver.Chrome(service=Service(executable_path=driver), options=options)
     web.set_page_load_timeout(30)
     web.implicitly_wait(0)
+    # Every document records what its Content-Security-Policy refused (PageChecks reads it).
+    web.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": _RECORD_POLICY_VIOLATIONS})
     return web
+
+
+_RECORD_POLICY_VIOLATIONS = """
+window.__policyViolations = [];
+document.addEventListener("securitypolicyviolation", (event) => {
+  window.__policyViolations.push(`${event.effectiveDirective} refused ${event.blockedURI || "inline"}` +
+    (event.sourceFile ? ` (${event.sourceFile}:${event.lineNumber})` : ""));
+});
+"""
 
 
 class BrowserPages:
@@ -199,8 +210,9 @@ return {scrollWidth: root.scrollWidth, clientWidth: width, wide: wide.slice(0, 8
 
 
 class PageChecks:
-    """Each page at each viewport size: no horizontal overflow, no axe-core violation, and a
-    whole-page screenshot ``<screenshot_prefix>-<name>-<viewport>.png`` to look at."""
+    """Each page at each viewport size: no horizontal overflow, nothing its
+    Content-Security-Policy refused, no axe-core violation, and a whole-page screenshot
+    ``<screenshot_prefix>-<name>-<viewport>.png`` to look at."""
 
     web: Any
     screenshot_prefix: str
@@ -240,6 +252,8 @@ class PageChecks:
                 f"{name} at {viewport}: {sizes['scrollWidth']} px wide in a {sizes['clientWidth']} px viewport: "
                 + "; ".join(sizes["wide"])
             )
+        refused = self.web.execute_script("return window.__policyViolations || []")
+        problems += [f"{name} at {viewport}: Content-Security-Policy: {refusal}" for refusal in refused]
         if axe:
             for violation in self.axe_violations():
                 problems.append(
