@@ -38,7 +38,13 @@ def domain_allowed(email: str, domains: list[str]) -> bool:
 
 
 def verified_emails(sociallogin: Any) -> list[str]:
-    return [address.email for address in sociallogin.email_addresses if address.verified and address.email]
+    """The addresses the provider says are verified: ``email_verified`` exactly true (OpenID
+    Connect's boolean; a provider's string "false" is truthy, so truthiness will not do)."""
+    return [
+        address.email
+        for address in sociallogin.email_addresses
+        if address.verified is True and isinstance(address.email, str) and address.email
+    ]
 
 
 def refusal_page(request: HttpRequest, *, provider_name: str, reason: str, status: int) -> HttpResponse:
@@ -102,7 +108,7 @@ class CodexSocialAccountAdapter(DefaultSocialAccountAdapter):
             )
         # Only an allowed, verified address names the account (and its username).
         sociallogin.email_addresses = [
-            address for address in sociallogin.email_addresses if address.verified and address.email in emails
+            address for address in sociallogin.email_addresses if address.verified is True and address.email in emails
         ]
         if not sociallogin.is_existing and getattr(sociallogin.user, "email", "") not in emails:
             sociallogin.user.email = emails[0]
@@ -128,8 +134,8 @@ class CodexSocialAccountAdapter(DefaultSocialAccountAdapter):
 
 # What a provider that is down or answers wrongly can make allauth raise outside the
 # errors its callback view catches (discovery is fetched before the redirect, and a
-# discovery document without an endpoint is a KeyError).
-PROVIDER_FAULTS = (OSError, ValueError, KeyError, TypeError, AttributeError)
+# discovery document without an endpoint is a KeyError, one nested too deep a RecursionError).
+PROVIDER_FAULTS = (OSError, ValueError, LookupError, TypeError, AttributeError, RecursionError)
 
 
 def _guarded(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
