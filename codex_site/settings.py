@@ -250,6 +250,9 @@ STORAGES = {
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
 }
 WHITENOISE_USE_FINDERS = False
+# Every page links the site's stylesheet: one not collected yet (a server started without
+# `collectstatic`) is linked by its plain name, and the page shows unstyled rather than a 500.
+WHITENOISE_MANIFEST_STRICT = False
 WHITENOISE_AUTOREFRESH = False
 
 LOGIN_URL = "/accounts/login/"

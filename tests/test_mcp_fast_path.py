@@ -17,7 +17,7 @@ from django.test import SimpleTestCase, TransactionTestCase, override_settings
 from django.test.utils import CaptureQueriesContext
 from oauth2_provider.models import get_access_token_model, get_application_model
 
-from authserver import ratelimit
+from authserver import last_used, ratelimit
 from authserver.tokens import mint_access_token
 from mcp_endpoint import auth
 from mcp_endpoint import server as mcp_server
@@ -173,7 +173,9 @@ def call_unchecked(raw_token: str, name: str, arguments: dict[str, Any]) -> Any:
 @override_settings(CODEX_TOOL_CALLS_PER_MINUTE=1_000_000)
 class StatementsPerToolTest(TransactionTestCase):
     """What each tool costs the database, so that a regression shows. The token check is
-    one statement; the per-token rate limit writes the cache once per batch, not per call."""
+    one statement; the per-token rate limit writes the cache once per batch, not per call;
+    the application's last use is written once a minute (here already written: the clock
+    stands still), not per call."""
 
     def setUp(self) -> None:
         self.alice = get_user_model().objects.create_user("alice")
@@ -182,6 +184,19 @@ class StatementsPerToolTest(TransactionTestCase):
         self.entry = services.entry_save(
             codex=self.codex, request_id="seed", data=parse_entry_input({"content": "seed", "tags": ["a"]})
         )
+        self.uses = last_used.LastUsed(clock=lambda: 1_800_000_000.0)
+        patcher = mock.patch.object(last_used, "LAST_USED", self.uses)
+        patcher.start()
+        self.addCleanup(patcher.stop)
+        grant = auth.check_bearer_token(self.token)
+        self.uses.touch(grant.user.pk, grant.application_id)
+
+    def test_the_first_call_of_a_minute_writes_the_last_use_once(self) -> None:
+        self.uses.clock = lambda: 1_800_000_060.0
+        sql = self.statements("field_notes_get", {"id": str(self.entry.id)})
+        self.assertEqual(len(sql), 2, "\n".join(sql))
+        self.assertTrue(sql[1].startswith('UPDATE "authserver_clientuse"'), sql[1])
+        self.assert_statements("field_notes_get", {"id": str(self.entry.id)}, 1)
 
     def statements(self, name: str, arguments: dict[str, Any]) -> list[str]:
         # The handler's work as its worker thread runs it, here on the test's connection.
