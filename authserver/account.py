@@ -3,9 +3,13 @@
 the page for allauth's other rate limits."""
 
 import logging
+import time
+from collections.abc import Callable
+from functools import wraps
 from typing import Any
 
 from allauth.account import views as account_views
+from allauth.account.authentication import get_authentication_records
 from allauth.account.decorators import reauthentication_required
 from allauth.mfa.models import Authenticator
 from allauth.socialaccount.models import SocialAccount
@@ -29,6 +33,13 @@ logger = logging.getLogger(__name__)
 
 def sso_providers() -> list[dict[str, str]]:
     return [{"id": provider["id"], "name": provider["name"]} for provider in settings.CODEX_SSO_PROVIDERS]
+
+
+def leading_to_providers(respond: Callable[[], HttpResponse]) -> HttpResponse:
+    """``respond()``, for a page whose forms post here and are sent on to a single sign-on
+    provider: CSP's form-action covers a form's redirects too, so it names each provider's
+    origin (its issuer's; read when the page is made, as tests change them)."""
+    return csp_replace({"form-action": ["'self'", *provider_origins(settings.CODEX_SSO_PROVIDERS)]})(respond)()
 
 
 class CodexLoginView(account_views.LoginView):
@@ -56,14 +67,7 @@ class CodexLoginView(account_views.LoginView):
         return {**super().get_context_data(**kwargs), **self.extra_context_data()}
 
     def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        # A provider's button posts to this server, which sends the browser on to the
-        # provider: CSP's form-action covers a form's redirects too, so it names each
-        # provider's origin (its issuer's; read when the page is made, as tests change them).
-        @csp_replace({"form-action": ["'self'", *provider_origins(settings.CODEX_SSO_PROVIDERS)]})
-        def respond() -> HttpResponse:
-            return super(CodexLoginView, self).dispatch(request, *args, **kwargs)
-
-        return respond()
+        return leading_to_providers(lambda: super(CodexLoginView, self).dispatch(request, *args, **kwargs))
 
 
 @login_required
@@ -111,12 +115,44 @@ class DeleteAccountForm(forms.Form):
         return value
 
 
+def _signed_in_through_provider_lately(request: HttpRequest) -> bool:
+    """Whether this session's latest single sign-on is within the reauthentication timeout."""
+    moments = [
+        record.get("at", 0)
+        for record in get_authentication_records(request, request.user)
+        if record.get("method") == "socialaccount"
+    ]
+    return bool(moments) and time.time() - max(moments) < settings.ACCOUNT_REAUTHENTICATION_TIMEOUT
+
+
+def _sso_signed_in_again(view):
+    """allauth's reauthentication asks for a password; an account without one (single sign-on)
+    would pass it untouched, so it must have come back from its provider lately instead."""
+
+    @wraps(view)
+    def checked(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if request.user.has_usable_password() or _signed_in_through_provider_lately(request):
+            return view(request, *args, **kwargs)
+        providers = {provider["id"]: provider["name"] for provider in settings.CODEX_SSO_PROVIDERS}
+        linked = [
+            {"id": account.provider, "name": providers[account.provider]}
+            for account in SocialAccount.objects.filter(user=request.user).order_by("provider")
+            if account.provider in providers
+        ]
+        context = {"providers": linked, "next": request.path}
+        return leading_to_providers(lambda: render(request, "account/sso_reauthenticate.html", context))
+
+    return checked
+
+
 @login_required
 @require_http_methods(["GET", "POST"])
+@_sso_signed_in_again
 @reauthentication_required
 def delete_account(request: HttpRequest) -> HttpResponse:
     """Delete the signed-in person's account and everything of theirs, after they signed in
-    again (allauth's reauthentication) and typed their username."""
+    again (allauth's reauthentication, or their provider's for a single sign-on account) and
+    typed their username."""
     user = request.user
     phrase = user.get_username()
     form = DeleteAccountForm(request.POST or None, phrase=phrase)

@@ -149,3 +149,24 @@ class SecondFactorTest(BrowserPages, LiveServerTestCase):
         self.assertTrue(self.web.current_url.endswith("/codex/"), self.web.current_url)
         self.go("/account/")
         self.assertIn("1 passkey", self.main_text())
+
+    def test_a_person_deletes_their_account_after_signing_in_again(self) -> None:
+        from django.contrib.auth import get_user_model
+
+        self.password_sign_in()
+        self.go("/account/")
+        self.click("Delete my account…")
+        self.assertIn("/accounts/reauthenticate/", self.web.current_url)
+        self.reauthenticate_if_asked()
+        self.assertIn("/account/delete/", self.web.current_url)
+        self.web.find_element(By.ID, "id_confirmation").send_keys("not-alice")
+        self.submit("main form button.danger")
+        self.assertIn("exactly to confirm", self.main_text())
+        self.web.find_element(By.ID, "id_confirmation").clear()
+        self.web.find_element(By.ID, "id_confirmation").send_keys("alice")
+        self.shot("delete-account")
+        self.submit("main form button.danger")
+        self.assertIn("Your account and everything in it are deleted", self.main_text())
+        self.assertFalse(get_user_model().objects.filter(username="alice").exists())
+        self.go("/codex/")
+        self.assertIn("/accounts/login/", self.web.current_url)

@@ -156,3 +156,39 @@ class SingleSignOnTest(BrowserPages, LiveServerTestCase):
         self.wait().until(expected_conditions.presence_of_element_located((By.TAG_NAME, "h1")))
         self.assertIn("could not be used", self.web.find_element(By.TAG_NAME, "h1").text)
         self.shot("provider-down")
+
+    def test_a_single_sign_on_account_is_deleted_after_signing_in_again_with_the_provider(self) -> None:
+        self.through_provider("del@acme.test")
+        user = get_user_model().objects.get(email="del@acme.test")
+        # A session whose sign-in is not recent: the provider is asked again.
+        from importlib import import_module
+
+        from django.conf import settings as django_settings
+
+        store = import_module(django_settings.SESSION_ENGINE).SessionStore(self.web.get_cookie("sessionid")["value"])
+        store["account_authentication_methods"] = [
+            {**record, "at": record["at"] - 3600} for record in store["account_authentication_methods"]
+        ]
+        store.save()
+        self.web.get(self.live.base_url + "/account/delete/")
+        self.assertIn("Sign in again", self.web.find_element(By.TAG_NAME, "h1").text)
+        self.shot("sign-in-again")
+        self.web.find_element(By.XPATH, "//button[normalize-space()='Sign in again with Acme']").click()
+        # Through the provider (which remembers this browser; its consent page may ask again) and back.
+        for _ in range(4):
+            self.wait().until(
+                lambda web: (
+                    web.find_elements(By.ID, "id_confirmation")
+                    or (web.current_url.startswith(self.provider.issuer) and self._page_to_act_on(web))
+                )
+            )
+            if self.web.find_elements(By.ID, "id_confirmation"):
+                break
+            self.web.find_element(By.CSS_SELECTOR, "form button[type=submit]").click()
+        self.assertIn("/account/delete/", self.web.current_url)
+        self.web.find_element(By.ID, "id_confirmation").send_keys(user.username)
+        self.web.find_element(By.CSS_SELECTOR, "main form button.danger").click()
+        self.wait().until(expected_conditions.presence_of_element_located((By.LINK_TEXT, "Sign in")))
+        self.assertIn("Your account and everything in it are deleted", self.web.find_element(By.TAG_NAME, "main").text)
+        self.assertFalse(get_user_model().objects.filter(pk=user.pk).exists())
+        self.assertFalse(SocialAccount.objects.exists())
