@@ -25,10 +25,12 @@ from tests.test_hostile_input import (
     HOSTILE,
     NASTY_JSON_BODIES,
     NASTY_TEXTS,
+    csrf_field,
     csrf_modes,
     form_body,
     hostile_json,
     parameters,
+    signed_in_client,
 )
 
 PAGES = [
@@ -180,19 +182,7 @@ class HostileAccountsTest(HypothesisTestCase):
         return response
 
     def signed_in(self, csrf: str = "valid") -> Client:
-        client = Client(enforce_csrf_checks=True)
-        client.force_login(self.alice)
-        if csrf != "missing":
-            client.cookies["csrftoken"] = CSRF_SECRET
-        return client
-
-    def csrf_field(self, mode: str) -> list[tuple[str, str]]:
-        return {
-            "valid": [("csrfmiddlewaretoken", CSRF_SECRET)],
-            "missing": [],
-            "garbled": [("csrfmiddlewaretoken", "\x00" + CSRF_SECRET[1:])],
-            "other-secret": [("csrfmiddlewaretoken", "B" * 32)],
-        }[mode]
+        return signed_in_client(self.alice, csrf)
 
     @HOSTILE
     @given(path=st.sampled_from(PAGES), query=parameters(["next", *CALLBACK]), anonymous=st.booleans())
@@ -219,7 +209,7 @@ class HostileAccountsTest(HypothesisTestCase):
             client,
             "post",
             FORMS[form],
-            data=form_body(self.csrf_field(csrf) + pairs),
+            data=form_body(csrf_field(csrf) + pairs),
             content_type="application/x-www-form-urlencoded",
         )
         self.assertTrue(get_user_model().objects.filter(pk=self.alice.pk).exists() or form == "delete-account")
