@@ -2,6 +2,7 @@ from allauth.account import views as account_views
 from allauth.account.decorators import secure_admin_login
 from allauth.socialaccount import views as social_views
 from django.contrib import admin
+from django.shortcuts import redirect
 from django.urls import include, path
 from django.views.generic import RedirectView
 from oauth2_provider import urls as dot_urls
@@ -40,6 +41,9 @@ OAUTH_ENDPOINTS = (
 
 # The admin signs in on the site's own sign-in page, with its throttle and second factor.
 admin.site.login = secure_admin_login(admin.site.login)  # type: ignore[method-assign]
+# ... and changes their password on the site's page, where the current password passes the
+# same throttle (the admin's own form checks it with a bare check_password).
+admin.site.password_change = lambda request, extra_context=None: redirect("account_change_password")  # type: ignore[method-assign]
 
 # django-allauth's pages this server serves: not sign-up with a password, e-mail management
 # or password reset (they mail a link, and this server sends no mail; an operator sets a

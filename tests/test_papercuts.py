@@ -80,3 +80,10 @@ class PapercutTest(TestCase):
         self.assertContains(page, "try again in")
         self.alice.refresh_from_db()
         self.assertTrue(self.alice.check_password("alice-password"))
+
+    def test_the_admins_password_change_is_the_sites_throttled_one(self) -> None:
+        operator = get_user_model().objects.create_superuser("operator", password="operator-password")
+        self.client.force_login(operator)
+        self.assertRedirects(
+            self.client.get("/admin/password_change/"), "/accounts/password/change/", fetch_redirect_response=False
+        )
