@@ -17,7 +17,7 @@ from django.test import SimpleTestCase, TransactionTestCase, override_settings
 from django.test.utils import CaptureQueriesContext
 from oauth2_provider.models import get_access_token_model, get_application_model
 
-from authserver import last_used, ratelimit
+from authserver import ratelimit
 from authserver.tokens import mint_access_token
 from mcp_endpoint import auth
 from mcp_endpoint import server as mcp_server
@@ -28,6 +28,7 @@ from notebook.exceptions import Conflict, InvalidArgument, NotFound, ResourceExh
 from notebook.models import Entry, EntryRevision, EntryTag
 from notebook.transactions import write_queue, write_transaction
 from notebook.validation import parse_entry_input
+from tests.base import STILL_MOMENT, last_use_already_written
 from tests.clocks import one_rate_window
 from tests.http_client import LEGACY, MODERN, call_tool
 from tests.live import LiveServerTestCase
@@ -184,15 +185,10 @@ class StatementsPerToolTest(TransactionTestCase):
         self.entry = services.entry_save(
             codex=self.codex, request_id="seed", data=parse_entry_input({"content": "seed", "tags": ["a"]})
         )
-        self.uses = last_used.LastUsed(clock=lambda: 1_800_000_000.0)
-        patcher = mock.patch.object(last_used, "LAST_USED", self.uses)
-        patcher.start()
-        self.addCleanup(patcher.stop)
-        grant = auth.check_bearer_token(self.token)
-        self.uses.touch(grant.user.pk, grant.application_id)
+        self.uses = last_use_already_written(self, self.token)
 
     def test_the_first_call_of_a_minute_writes_the_last_use_once(self) -> None:
-        self.uses.clock = lambda: 1_800_000_060.0
+        self.uses.clock = lambda: STILL_MOMENT + 60
         sql = self.statements("field_notes_get", {"id": str(self.entry.id)})
         self.assertEqual(len(sql), 2, "\n".join(sql))
         self.assertTrue(sql[1].startswith('UPDATE "authserver_clientuse"'), sql[1])
