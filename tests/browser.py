@@ -262,3 +262,13 @@ class PageChecks:
                 )
         self.whole_page_shot(name, viewport)
         return problems
+
+    def check_open_page(self, name: str) -> None:
+        """The page open now, at each viewport size: fails with every problem found (a page a
+        flow reaches that a plain visit cannot, such as a second-factor step)."""
+        problems = []
+        for viewport in VIEWPORTS:
+            self.use_viewport(viewport)
+            problems += self.problems_of_page(name, viewport)
+        self.web.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+        assert not problems, "\n".join(problems)

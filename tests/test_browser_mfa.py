@@ -14,14 +14,14 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.virtual_authenticator import Protocol, Transport, VirtualAuthenticatorOptions
 from selenium.webdriver.support import expected_conditions
 
-from tests.browser import BrowserPages, headless_chromium
+from tests.browser import BrowserPages, PageChecks, headless_chromium
 from tests.clocks import SignInClock
 from tests.live import LiveServerTestCase
 from tests.totp import totp
 
 
 @override_settings(ACCOUNT_REAUTHENTICATION_TIMEOUT=3600, MFA_WEBAUTHN_ALLOW_INSECURE_ORIGIN=True)
-class SecondFactorTest(BrowserPages, LiveServerTestCase):
+class SecondFactorTest(BrowserPages, PageChecks, LiveServerTestCase):
     screenshot_prefix = "mfa"
 
     def setUp(self) -> None:
@@ -85,6 +85,7 @@ class SecondFactorTest(BrowserPages, LiveServerTestCase):
         codes = re.findall(rf"\b\d{{{mfa_settings.RECOVERY_CODE_DIGITS}}}\b", self.main_text())
         self.assertEqual(len(codes), mfa_settings.RECOVERY_CODE_COUNT, self.main_text())
         self.shot("recovery-codes")
+        self.check_open_page("recovery-codes")
 
         # The next sign-in asks for a code; a wrong one is refused, this step's is accepted.
         self.sign_out()
@@ -92,6 +93,7 @@ class SecondFactorTest(BrowserPages, LiveServerTestCase):
         self.password_sign_in()
         self.assertIn("/accounts/2fa/authenticate/", self.web.current_url)
         self.shot("totp-asked")
+        self.check_open_page("second-factor-asked")
         self.web.find_element(By.ID, "id_code").send_keys(
             "000000" if totp(secret, self.clock.now) != "000000" else "111111"
         )

@@ -11,7 +11,7 @@ from django.test import override_settings
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions
 
-from tests.browser import BrowserPages, headless_chromium
+from tests.browser import BrowserPages, PageChecks, headless_chromium
 from tests.live import LiveServerTestCase
 from tests.oauth_helpers import authorization_url, pkce_pair, register_client
 from tests.oidc import OIDCProvider, free_port, sso_settings
@@ -20,7 +20,7 @@ CLIENT_ID = "agent-codex"
 CLIENT_SECRET = "agent-codex-test-secret"
 
 
-class SingleSignOnTest(BrowserPages, LiveServerTestCase):
+class SingleSignOnTest(BrowserPages, PageChecks, LiveServerTestCase):
     screenshot_prefix = "sso"
 
     @classmethod
@@ -120,6 +120,7 @@ class SingleSignOnTest(BrowserPages, LiveServerTestCase):
         self.assertIn("refused", self.web.find_element(By.TAG_NAME, "h1").text)
         self.assertIn("@acme.test", self.web.find_element(By.CSS_SELECTOR, "[role=alert]").text)
         self.shot("wrong-domain")
+        self.check_open_page("refused")
         self.through_provider("unverified-mallory@acme.test")
         self.assertIn("refused", self.web.find_element(By.TAG_NAME, "h1").text)
         self.assertFalse(get_user_model().objects.exclude(username="").exists())
@@ -173,6 +174,7 @@ class SingleSignOnTest(BrowserPages, LiveServerTestCase):
         self.web.get(self.live.base_url + "/account/delete/")
         self.assertIn("Sign in again", self.web.find_element(By.TAG_NAME, "h1").text)
         self.shot("sign-in-again")
+        self.check_open_page("sign-in-again")
         self.web.find_element(By.XPATH, "//button[normalize-space()='Sign in again with Acme']").click()
         # Through the provider (which remembers this browser; its consent page may ask again) and back.
         for _ in range(4):
