@@ -15,6 +15,7 @@ from django.views.decorators.http import require_http_methods
 from oauth2_provider.models import get_access_token_model, get_application_model, get_refresh_token_model
 from oauth2_provider.settings import oauth2_settings
 
+from authserver.models import ClientUse
 from authserver.tokens import OPERATOR_APPLICATION_NAME, revoke_tokens
 from common.inputs import ascii_int
 from notebook import selectors
@@ -35,10 +36,11 @@ def _live_tokens(user: Any) -> tuple[Any, Any]:
 def authorized_clients(request: HttpRequest) -> HttpResponse:
     """The clients holding a live token for this person, with a revoke button each.
 
-    Seven queries however many clients: live access-token scopes, clients with a live
+    Eight queries however many clients: live access-token scopes, clients with a live
     refresh token, the clients themselves, when each got its first and its latest access and
-    refresh token (two grouped queries), the person's codex, and what each client wrote in it
-    (created, last changed, wrote in at all; notebook.selectors.writer_counts).
+    refresh token (two grouped queries), the person's codex, what each client wrote in it
+    (created, last changed, wrote in at all; notebook.selectors.writer_counts), and when each
+    last called a tool (authserver.last_used).
     """
     access, refresh = _live_tokens(request.user)
     scopes_by_application: dict[int, set[str]] = defaultdict(set)
@@ -50,6 +52,11 @@ def authorized_clients(request: HttpRequest) -> HttpResponse:
     issued = _tokens_issued(request.user, [application.pk for application in applications])
     codex = Codex.objects.filter(owner=request.user).first()  # looking never creates it
     counts = _writer_counts(codex, [application.client_id for application in applications])
+    last_used = dict(
+        ClientUse.objects.filter(
+            user=request.user, application_id__in=[application.pk for application in applications]
+        ).values_list("application_id", "last_used")
+    )
     clients = []
     for application in applications:
         scopes = sorted(scopes_by_application.get(application.pk, ()))
@@ -61,6 +68,7 @@ def authorized_clients(request: HttpRequest) -> HttpResponse:
                 "wrote": counts.get(application.client_id, _NOTHING),
                 "connected_on": issued.get(application.pk, (None, None))[0],
                 "last_token": issued.get(application.pk, (None, None))[1],
+                "last_used": last_used.get(application.pk),
             }
         )
     context = {"clients": clients, "revoked": _revoked_notice(request, codex)}

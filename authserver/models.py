@@ -2,6 +2,7 @@
 
 from django.conf import settings
 from django.db import models
+from oauth2_provider.settings import oauth2_settings
 
 
 class ClientKeys(models.Model):
@@ -63,3 +64,23 @@ class PendingRegistration(models.Model):
 
     def __str__(self) -> str:
         return f"{self.application_id} from {self.address}"
+
+
+class ClientUse(models.Model):
+    """When an application last called a tool on a person's codex, to the minute
+    (``authserver.last_used``: counted in memory, written at most once a minute per
+    application and person, never once per call)."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    application = models.ForeignKey(oauth2_settings.APPLICATION_MODEL, on_delete=models.CASCADE, related_name="+")
+    last_used = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["user", "application"], name="authserver_clientuse_one_per_person_and_client"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.application_id} for {self.user_id}"

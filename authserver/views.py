@@ -7,9 +7,11 @@ import json
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from csp.decorators import csp_replace
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.utils.decorators import method_decorator
 from oauth2_provider.cimd import is_cimd_client_id
 from oauth2_provider.exceptions import OAuthToolkitError
 from oauth2_provider.models import get_application_model
@@ -45,8 +47,11 @@ def _with_iss(url: str) -> str:
     return url
 
 
+@method_decorator(csp_replace({"form-action": None}), name="dispatch")
 class CodexAuthorizationView(AuthorizationView):
-    """DOT's authorization endpoint with this server's consent page."""
+    """DOT's authorization endpoint with this server's consent page. Its form's answer is a
+    redirect to the client's registered redirect URI, of any scheme (a desktop client's own),
+    so its Content-Security-Policy has no form-action (which would cover that redirect)."""
 
     template_name = "oauth2_provider/authorize.html"
 

@@ -71,6 +71,8 @@ LIMIT_KINDS = (
     "registrations",
     "registrations_waiting",
     "metadata_documents",
+    "sign_in_failures",
+    "account_actions",
 )
 
 _enabled = True

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 from django.core.exceptions import ImproperlyConfigured
 
 from authserver.scopes import READ, SCOPES
+from authserver.sso_config import allauth_providers, parse_providers
 from codex_site.database_url import database_settings
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -93,6 +94,13 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "corsheaders",
     "oauth2_provider",
+    # Accounts: sign-in with its throttle, single sign-on through OpenID Connect, a second
+    # factor (authserver.signin, authserver.sso, authserver.second_factor configure them).
+    "allauth",
+    "allauth.account",
+    "allauth.socialaccount",
+    "allauth.socialaccount.providers.openid_connect",
+    "allauth.mfa",
     "codex_site",
     "authserver",
     "notebook",
@@ -115,7 +123,13 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    "allauth.account.middleware.AccountMiddleware",
+    # CODEX_REQUIRE_MFA / CODEX_REQUIRE_MFA_STAFF: a password account without a second factor
+    # sees only the pages that set one up (the admin included).
+    "authserver.second_factor.RequireSecondFactorMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Content-Security-Policy on every answer (django-csp; CONTENT_SECURITY_POLICY below).
+    "csp.middleware.CSPMiddleware",
     # The site's 400/403/404 pages in debug too (codex_site.errors); Django's handlers otherwise.
     "codex_site.errors.ErrorPagesMiddleware",
     # Last, so it sees the view's exceptions first: a database outage is a 503, one log line.
@@ -236,9 +250,96 @@ STORAGES = {
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
 }
 WHITENOISE_USE_FINDERS = False
+# Every page links the site's stylesheet: one not collected yet (a server started without
+# `collectstatic`) is linked by its plain name, and the page shows unstyled rather than a 500.
+WHITENOISE_MANIFEST_STRICT = False
 WHITENOISE_AUTOREFRESH = False
 
 LOGIN_URL = "/accounts/login/"
+
+# --- Accounts (django-allauth): sign-in, its throttle, single sign-on, a second factor ----
+AUTHENTICATION_BACKENDS = [
+    "django.contrib.auth.backends.ModelBackend",
+    "allauth.account.auth_backends.AuthenticationBackend",
+]
+ACCOUNT_ADAPTER = "authserver.signin.CodexAccountAdapter"
+SOCIALACCOUNT_ADAPTER = "authserver.sso.CodexSocialAccountAdapter"
+# People sign in with their username; operators add them (codex_adduser) or a provider does
+# (single sign-on): nobody signs up with a password, and this server sends no mail.
+ACCOUNT_LOGIN_METHODS = {"username"}
+# (allauth keeps the sign-in form's password field only while sign-up would ask for one.)
+ACCOUNT_SIGNUP_FIELDS = ["username*", "email", "password1*", "password2*"]
+ACCOUNT_EMAIL_VERIFICATION = "none"
+ACCOUNT_LOGOUT_ON_GET = False  # GET /accounts/logout/ asks; the POST signs out
+ACCOUNT_AUTHENTICATED_LOGIN_REDIRECTS = False  # the sign-in page says who is signed in
+ACCOUNT_SESSION_REMEMBER = None
+ACCOUNT_FORMS = {"change_password": "authserver.signin.CodexChangePasswordForm"}
+ACCOUNT_PASSWORD_INPUT_RENDER_VALUE = False
+ACCOUNT_EMAIL_NOTIFICATIONS = False
+ACCOUNT_REAUTHENTICATION_TIMEOUT = 300
+# Failed sign-ins (every place a password is checked goes through the adapter's
+# authenticate: the sign-in and admin pages, reauthentication): at most
+# CODEX_SIGNIN_FAILURES_PER_ACCOUNT per CODEX_SIGNIN_FAILURE_WINDOW_SECONDS for one account, and
+# CODEX_SIGNIN_FAILURES_PER_ADDRESS per minute from one address; past either, refused (the
+# right password too) until the oldest failure leaves the window. Never a permanent lock.
+CODEX_SIGNIN_FAILURES_PER_ACCOUNT = envint("CODEX_SIGNIN_FAILURES_PER_ACCOUNT", 5)
+CODEX_SIGNIN_FAILURE_WINDOW_SECONDS = envint("CODEX_SIGNIN_FAILURE_WINDOW_SECONDS", 300)
+CODEX_SIGNIN_FAILURES_PER_ADDRESS = envint("CODEX_SIGNIN_FAILURES_PER_ADDRESS", 10)
+ACCOUNT_RATE_LIMITS = {
+    "login_failed": (
+        f"{CODEX_SIGNIN_FAILURES_PER_ADDRESS}/m/ip,"
+        f"{CODEX_SIGNIN_FAILURES_PER_ACCOUNT}/{CODEX_SIGNIN_FAILURE_WINDOW_SECONDS}s/key"
+    ),
+    "login": "30/m/ip",
+    # Above the per-account failure limit, which engages first (with its wait in words).
+    "change_password": "10/m/user",
+    "reauthenticate": "10/m/user",
+}
+# Single sign-on (authserver.sso): CODEX_OIDC_PROVIDERS, a JSON list of providers (issuer,
+# client id and secret, display name, allowed email domains, whether an existing account may
+# be matched by its verified email). CODEX_PASSWORD_SIGNIN=0 hides the password form.
+CODEX_OIDC_PROVIDERS = os.environ.get("CODEX_OIDC_PROVIDERS", "")
+CODEX_PASSWORD_SIGNIN = envbool("CODEX_PASSWORD_SIGNIN", True)
+CODEX_SSO_PROVIDERS = parse_providers(CODEX_OIDC_PROVIDERS)
+SOCIALACCOUNT_PROVIDERS: dict[str, Any] = allauth_providers(CODEX_SSO_PROVIDERS)
+SOCIALACCOUNT_AUTO_SIGNUP = True
+SOCIALACCOUNT_EMAIL_AUTHENTICATION = False  # per provider: authserver.sso
+SOCIALACCOUNT_EMAIL_AUTHENTICATION_AUTO_CONNECT = True
+SOCIALACCOUNT_LOGIN_ON_GET = False  # the sign-in page's button POSTs
+SOCIALACCOUNT_STORE_TOKENS = False  # the provider's tokens are not needed after sign-in
+SOCIALACCOUNT_REQUESTS_TIMEOUT = 10
+# A second factor for password accounts: TOTP, passkeys (WebAuthn), recovery codes.
+MFA_SUPPORTED_TYPES = ["totp", "webauthn", "recovery_codes"]
+MFA_PASSKEY_LOGIN_ENABLED = False
+MFA_TOTP_ISSUER = "Agent Codex"
+MFA_WEBAUTHN_ALLOW_INSECURE_ORIGIN = envbool("CODEX_WEBAUTHN_ALLOW_HTTP", DEBUG)
+MFA_RECOVERY_CODE_COUNT = 10
+# CODEX_REQUIRE_MFA=1: every local (password) account sets up a second factor at its next
+# sign-in; CODEX_REQUIRE_MFA_STAFF=1: staff accounts only (the default: the admin's).
+CODEX_REQUIRE_MFA = envbool("CODEX_REQUIRE_MFA", False)
+CODEX_REQUIRE_MFA_STAFF = envbool("CODEX_REQUIRE_MFA_STAFF", CODEX_REQUIRE_MFA)
+
+# Content-Security-Policy (django-csp) on every answer: scripts, styles, images and fetches
+# from this origin only, no inline script or style, no frames, no plugins. Forms post here
+# only, but the sign-in page's may also lead to a single sign-on provider
+# (authserver.signin) and the authorization endpoint's to the client's registered redirect
+# URI, which can be any scheme (authserver.views). The passkey pages' scripts are allauth's
+# static files; their data is JSON in <script type="application/json">, which no policy runs.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'none'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "font-src": ["'self'"],
+        "manifest-src": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+        "base-uri": ["'none'"],
+        "object-src": ["'none'"],
+    }
+}
 
 # Production hardening that only makes sense behind HTTPS.
 if _public.scheme == "https":

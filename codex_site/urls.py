@@ -1,8 +1,13 @@
+from allauth.account import views as account_views
+from allauth.account.decorators import secure_admin_login
+from allauth.socialaccount import views as social_views
 from django.contrib import admin
-from django.contrib.auth import views as auth_views
+from django.shortcuts import redirect
 from django.urls import include, path
+from django.views.generic import RedirectView
 from oauth2_provider import urls as dot_urls
 
+from authserver import account, sso
 from authserver import views as authserver_views
 from authserver.registration import GuardedRegistrationManagementView
 from authserver.token_view import CodexTokenView
@@ -34,18 +39,42 @@ OAUTH_ENDPOINTS = (
     + dot_urls.dcr_urlpatterns
 )
 
+# The admin signs in on the site's own sign-in page, with its throttle and second factor.
+admin.site.login = secure_admin_login(admin.site.login)  # type: ignore[method-assign]
+# ... and changes their password on the site's page, where the current password passes the
+# same throttle (the admin's own form checks it with a bare check_password).
+admin.site.password_change = lambda request, extra_context=None: redirect("account_change_password")  # type: ignore[method-assign]
+
+# django-allauth's pages this server serves: not sign-up with a password, e-mail management
+# or password reset (they mail a link, and this server sends no mail; an operator sets a
+# forgotten password with `manage.py changepassword`).
+ACCOUNT_PAGES = [
+    path("login/", account.CodexLoginView.as_view(), name="account_login"),
+    path("logout/", account_views.logout, name="account_logout"),
+    path("inactive/", account_views.account_inactive, name="account_inactive"),
+    path("reauthenticate/", account_views.reauthenticate, name="account_reauthenticate"),
+    path("password/change/", account.password_change, name="account_change_password"),
+    # The path Django's own password change had (bookmarks, docs of the last release).
+    path("password_change/", RedirectView.as_view(pattern_name="account_change_password")),
+    path("2fa/", include("allauth.mfa.urls")),
+    # Single sign-on: each provider's sign-in and callback (a provider that fails gets a page).
+    path("oidc/<str:provider_id>/login/", sso.login, name="openid_connect_login"),
+    path("oidc/<str:provider_id>/login/callback/", sso.callback, name="openid_connect_callback"),
+    path("3rdparty/login/cancelled/", social_views.login_cancelled, name="socialaccount_login_cancelled"),
+    path("3rdparty/login/error/", social_views.login_error, name="socialaccount_login_error"),
+    path("3rdparty/signup/", social_views.signup, name="socialaccount_signup"),
+]
+
 urlpatterns = [
     path("", site_views.home, name="home"),
     path("healthz", site_views.healthz, name="healthz"),
     path("metrics", site_views.metrics, name="metrics"),
     path("admin/", admin.site.urls),
-    # Sign-in, sign-out and changing one's password. Not the password-reset pages: they
-    # mail a link, and this server sends no mail (an operator sets a forgotten password
-    # with `manage.py changepassword`).
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
-    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
-    path("accounts/password_change/", auth_views.PasswordChangeView.as_view(), name="password_change"),
-    path("accounts/password_change/done/", auth_views.PasswordChangeDoneView.as_view(), name="password_change_done"),
+    # Sign-in (password, single sign-on, second factor), sign-out, password change.
+    path("accounts/", include(ACCOUNT_PAGES)),
+    # The person's account: password, second factor, connected applications, leaving.
+    path("account/", account.account_page, name="account"),
+    path("account/delete/", account.delete_account, name="account_delete"),
     path("account/clients/", include("authserver.urls")),
     path("codex/", include("mycodex.urls")),
     # RFC 8414 metadata for issuer <base>/o: the path-suffixed form MCP clients try first,
@@ -69,3 +98,5 @@ handler400 = "codex_site.errors.bad_request"
 handler403 = "codex_site.errors.permission_denied"
 handler404 = "codex_site.errors.page_not_found"
 handler500 = "codex_site.errors.server_error"
+# allauth's rate limits other than the sign-in throttle (authserver.signin) answer with this.
+handler429 = "authserver.account.too_many_requests"

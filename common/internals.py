@@ -16,18 +16,20 @@ from dataclasses import dataclass
 DJANGO = "django"
 DOT = "django-oauth-toolkit"
 MCP = "mcp"
+ALLAUTH = "django-allauth"
 
 # The installed versions each library's entries were last read against (distribution names).
 CHECKED: dict[str, frozenset[str]] = {
     DJANGO: frozenset({"5.2.19"}),
     DOT: frozenset({"3.4.1"}),
     MCP: frozenset({"2.3.0"}),
+    ALLAUTH: frozenset({"65.21.1"}),
 }
 
 
 @dataclass(frozen=True)
 class Internal:
-    library: str  # DJANGO, DOT or MCP
+    library: str  # DJANGO, DOT, MCP or ALLAUTH
     what: str  # the names used
     where: tuple[str, ...]  # files (from the repository's root) that use them
     needle: str  # a string each of those files holds where it uses them
@@ -164,7 +166,7 @@ REGISTER: tuple[Internal, ...] = (
     Internal(
         DJANGO,
         "HttpResponse._has_been_logged",
-        ("codex_site/middleware.py",),
+        ("codex_site/middleware.py", "authserver/sso.py"),
         "_has_been_logged",
         "a 503 logged in one line already is not logged again at ERROR by django.utils.log.log_response",
     ),
@@ -262,5 +264,29 @@ REGISTER: tuple[Internal, ...] = (
         ("common/tracing.py",),
         "execute_wrappers.append",
         "a span per SQL statement on every connection of the process, the SQLite write connection included",
+    ),
+    # --- django-allauth: accounts, single sign-on, second factor ------------------------------
+    Internal(
+        ALLAUTH,
+        "allauth.core.internal.ratelimit.get_rates, get_cache_key, time; DefaultAccountAdapter."
+        "_get_login_attempts_cache_key; the counters' shape (a list of attempt times, newest first)",
+        ("authserver/signin.py", "authserver/leaving.py"),
+        "allauth_ratelimit.get_cache_key",
+        "how long a throttled sign-in must wait (allauth's refusal says only 'try again later'), and "
+        "which counters name an account that leaves",
+    ),
+    Internal(
+        ALLAUTH,
+        "the time module that allauth.core.internal.ratelimit and allauth.mfa.totp.internal.auth read",
+        ("tests/clocks.py", "tests/test_browser_mfa.py"),
+        "totp",
+        "tests stand in a clock for the throttle's windows and the TOTP steps, rather than wait",
+    ),
+    Internal(
+        ALLAUTH,
+        "allauth.socialaccount.providers.openid_connect.views.login, callback (wrapped, by the same URL names)",
+        ("authserver/sso.py",),
+        "oidc_views.callback",
+        "a provider that is down or answers wrongly gets a page: allauth's views raise on discovery faults",
     ),
 )

@@ -23,7 +23,7 @@ from django.conf import settings
 # The one door between the apps: the rest of mcp_endpoint takes the scope names
 # (and the shared rate limiter) from here, and authserver (the lower app) never
 # imports mcp_endpoint.
-from authserver import ratelimit, token_check
+from authserver import last_used, ratelimit, token_check
 from authserver.scopes import ALL_SCOPES as ALL_SCOPES
 from authserver.scopes import READ as READ
 from authserver.scopes import WRITE as WRITE
@@ -90,3 +90,9 @@ def tool_call_retry_after(checksum: str) -> int | None:
         "tool-calls", checksum, limit=settings.CODEX_TOOL_CALLS_PER_MINUTE, window_seconds=60
     )
     return None if ok else max(retry_after, 1)
+
+
+def note_use(grant: TokenGrant) -> None:
+    """A tool call ran for this grant: its application's last use, to the minute
+    (``authserver.last_used``; written at most once a minute per application and person)."""
+    last_used.LAST_USED.touch(grant.user.pk, grant.application_id)

@@ -173,7 +173,17 @@ def _serve(
         codex = services.codex_for_user(user=grant.user)
         if record is not None:
             record.codex_id = codex.pk
-        return tool.adapter(codex, arguments, auth.writer_of(grant), ahead, precondition)
+        try:
+            answer = tool.adapter(codex, arguments, auth.writer_of(grant), ahead, precondition)
+        except PreconditionFailed:
+            raise  # the token changed: the call is checked apart, and noted there if it runs
+        except Exception:
+            if precondition is None or precondition.confirmed:
+                auth.note_use(grant)
+            raise
+        if precondition is None or precondition.confirmed:
+            auth.note_use(grant)
+        return answer
 
 
 async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> dict[str, Any]:

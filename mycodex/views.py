@@ -79,6 +79,9 @@ def _summaries(codex: Codex, entries: list[Entry]) -> list[dict[str, Any]]:
     summaries = []
     for entry in entries:
         summary = entry_summary_dict(entry)
+        # The excerpt is a prefix of the content: it is all of it exactly when their UTF-8
+        # lengths agree (contentBytes counts bytes, the excerpt characters).
+        summary["cut"] = summary["contentBytes"] > len(summary["excerpt"].encode("utf-8"))
         if entry.id in writers:
             summary["created_by"] = writers[entry.id].created_by.writer
             summary["changed_by"] = writers[entry.id].last_changed_by.writer
@@ -140,6 +143,8 @@ def codex_list(request: HttpRequest) -> HttpResponse:
     # The total is the count the services keep on the codex row (notebook.quotas), not a COUNT.
     whole = params.cursor is None and not page.next_cursor and not params.filtered and written_by is None
     context.update(page=page, order=order, filtered=params.filtered, total=codex.entry_count, whole=whole)
+    # One page holds every match: "on this page" would suggest more pages.
+    context["only_page"] = params.cursor is None and not page.next_cursor
     return render(request, "mycodex/list.html", context)
 
 

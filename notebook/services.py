@@ -302,3 +302,18 @@ def codex_clear(*, codex: Codex) -> int:
             return deleted
         _delete_entries(codex, batch)
         deleted += len(batch)
+
+
+def codex_delete(*, codex: Codex) -> int:
+    """Delete this codex: every entry with all its rows (``codex_clear``, in batches), then
+    the codex itself, when its owner leaves. Returns how many entries went. Run again after
+    a failure, it finishes what was left."""
+    deleted = codex_clear(codex=codex)
+    _delete_codex_row(codex)
+    return deleted
+
+
+@write_transaction()
+def _delete_codex_row(codex: Codex) -> None:
+    # An entry saved between the clear and here goes with the codex (the cascade).
+    Codex.objects.filter(pk=codex.pk).delete()

@@ -92,3 +92,25 @@ class GrantTestCase(TransactionTestCase):
     def call_error(self, name: str, arguments: dict) -> dict:
         """The notebook failure of a tool call (its exact form checked)."""
         return error_of(call_tool_directly(self.grant, name, arguments))
+
+
+STILL_MOMENT = 1_800_000_000.0
+
+
+def last_use_already_written(test, raw_token: str):
+    """Hold the last-use clock still (authserver.last_used) with this token's minute already
+    written, so that a test counting a call's statements counts the call's own: the last use
+    is written on the first call of a minute only. Returns the stand-in, whose ``clock`` a test
+    may move on."""
+    from unittest import mock
+
+    from authserver import last_used
+    from authserver.token_check import token_checksum
+
+    token = get_access_token_model().objects.get(token_checksum=token_checksum(raw_token))
+    uses = last_used.LastUsed(clock=lambda: STILL_MOMENT)
+    patcher = mock.patch.object(last_used, "LAST_USED", uses)
+    patcher.start()
+    test.addCleanup(patcher.stop)
+    uses.touch(token.user_id, token.application_id)
+    return uses

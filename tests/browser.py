@@ -60,7 +60,18 @@ def headless_chromium():
     web = webdriver.Chrome(service=Service(executable_path=driver), options=options)
     web.set_page_load_timeout(30)
     web.implicitly_wait(0)
+    # Every document records what its Content-Security-Policy refused (PageChecks reads it).
+    web.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": _RECORD_POLICY_VIOLATIONS})
     return web
+
+
+_RECORD_POLICY_VIOLATIONS = """
+window.__policyViolations = [];
+document.addEventListener("securitypolicyviolation", (event) => {
+  window.__policyViolations.push(`${event.effectiveDirective} refused ${event.blockedURI || "inline"}` +
+    (event.sourceFile ? ` (${event.sourceFile}:${event.lineNumber})` : ""));
+});
+"""
 
 
 class BrowserPages:
@@ -90,7 +101,7 @@ class BrowserPages:
 
         self.web.get(self.live.base_url + next_path)
         self.wait().until(expected_conditions.url_contains("/accounts/login/"))
-        self.web.find_element(By.ID, "id_username").send_keys(username)
+        self.web.find_element(By.ID, "id_login").send_keys(username)
         self.web.find_element(By.ID, "id_password").send_keys(f"{username}-password")
         self.web.find_element(By.CSS_SELECTOR, "button[type=submit].primary").click()
         # The sign-in page has an h1 too: first wait for the next page to have loaded, or a
@@ -201,8 +212,9 @@ return {scrollWidth: root.scrollWidth, clientWidth: width, wide: wide.slice(0, 8
 
 
 class PageChecks:
-    """Each page at each viewport size: no horizontal overflow, no axe-core violation, and a
-    whole-page screenshot ``<screenshot_prefix>-<name>-<viewport>.png`` to look at."""
+    """Each page at each viewport size: no horizontal overflow, nothing its
+    Content-Security-Policy refused, no axe-core violation, and a whole-page screenshot
+    ``<screenshot_prefix>-<name>-<viewport>.png`` to look at."""
 
     web: Any
     screenshot_prefix: str
@@ -242,6 +254,8 @@ class PageChecks:
                 f"{name} at {viewport}: {sizes['scrollWidth']} px wide in a {sizes['clientWidth']} px viewport: "
                 + "; ".join(sizes["wide"])
             )
+        refused = self.web.execute_script("return window.__policyViolations || []")
+        problems += [f"{name} at {viewport}: Content-Security-Policy: {refusal}" for refusal in refused]
         if axe:
             for violation in self.axe_violations():
                 problems.append(
@@ -250,3 +264,13 @@ class PageChecks:
                 )
         self.whole_page_shot(name, viewport)
         return problems
+
+    def check_open_page(self, name: str) -> None:
+        """The page open now, at each viewport size: fails with every problem found (a page a
+        flow reaches that a plain visit cannot, such as a second-factor step)."""
+        problems = []
+        for viewport in VIEWPORTS:
+            self.use_viewport(viewport)
+            problems += self.problems_of_page(name, viewport)
+        self.web.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+        assert not problems, "\n".join(problems)

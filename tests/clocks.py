@@ -17,3 +17,27 @@ from authserver import ratelimit
 def one_rate_window():
     still = time.time() // 3600 * 3600 + 1830
     return mock.patch.object(ratelimit, "time", SimpleNamespace(time=lambda: still))
+
+
+class SignInClock:
+    """A clock for allauth's rate limits (the sign-in throttle), standing still until a test
+    moves it on: ``advance(seconds)``. Only those limits' clock (its locks' waits keep the
+    real monotonic clock)."""
+
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def time(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+    def patch(self, module=None):
+        """Stand in for ``module``'s ``time`` (allauth's rate limits by default; allauth's TOTP
+        codes take ``allauth.mfa.totp.internal.auth``): both registered in common.internals."""
+        if module is None:
+            from allauth.core.internal import ratelimit as module
+        return mock.patch.object(
+            module, "time", SimpleNamespace(time=self.time, monotonic=time.monotonic, sleep=time.sleep)
+        )

@@ -80,8 +80,9 @@ class Browser:
             return response
         login_url = self._absolute(response.headers["location"])
         page = self.http.get(login_url)
+        assert forms_of(page.text), f"{login_url}: {page.status_code} {page.text[:2000]}"
         form = forms_of(page.text)[-1]
-        fields = dict(form["fields"], username=self.username, password=self.password)
+        fields = dict(form["fields"], login=self.username, password=self.password)
         signed_in = self.http.post(self._absolute("/accounts/login/"), data=fields)
         assert signed_in.status_code == 302, signed_in.text
         return self.http.get(self._absolute(signed_in.headers["location"]))

@@ -34,6 +34,29 @@ def database_environment(name: str | None = None) -> dict[str, str]:
     return {"DATABASE_URL": f"postgres://{user}{password}@{host}/{name or config['NAME']}"}
 
 
+_collected: Path | None = None
+
+
+def collected_static(environ: dict[str, str]) -> Path:
+    """The static files ``collectstatic`` makes, as an operator runs it before starting the
+    server (``make run`` does): made once per test run, shared by every server process."""
+    global _collected
+    if _collected is None:
+        import tempfile
+
+        var_dir = Path(tempfile.mkdtemp(prefix="codex-collected-"))
+        subprocess.run(
+            [sys.executable, "manage.py", "collectstatic", "--noinput", "-v", "0"],
+            cwd=ROOT,
+            env={**environ, "CODEX_VAR_DIR": str(var_dir)},
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
+        _collected = var_dir / "static"
+    return _collected
+
+
 def server_environment(base_url: str, var_dir: Path, extra: dict[str, str]) -> dict[str, str]:
     environ = {key: value for key, value in os.environ.items() if not key.startswith(("CODEX_", "OTEL_"))}
     environ.pop("DATABASE_URL", None)
@@ -62,11 +85,15 @@ class ServerProcess:
         self.process: subprocess.Popen | None = None
 
     def start(self) -> None:
+        environ = server_environment(self.base_url, self.var_dir, self.extra)
+        static = self.var_dir / "static"
+        if not static.exists():
+            static.symlink_to(collected_static(environ), target_is_directory=True)
         descriptor = self.socket.fileno()
         self.process = subprocess.Popen(
             [sys.executable, "-m", "codex_site.serve", "--fd", str(descriptor)],
             cwd=ROOT,
-            env=server_environment(self.base_url, self.var_dir, self.extra),
+            env=environ,
             pass_fds=(descriptor,),
             stdout=self.output if self.output is not None else subprocess.DEVNULL,
             stderr=subprocess.STDOUT if self.output is not None else subprocess.DEVNULL,

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import termios
 
+from allauth.account.models import EmailAddress
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
@@ -34,6 +35,8 @@ class AddUserCommandTest(TestCase):
         self.assertGreaterEqual(len(password), 16)
         self.assertTrue(ada.check_password(password))
         self.assertIn("not staff", printed)
+        # The operator's word: the address counts as verified (single sign-on may match by it).
+        self.assertTrue(EmailAddress.objects.get(user=ada, email="ada@example.org").verified)
 
     def test_it_refuses_a_name_that_is_taken_or_not_a_username(self) -> None:
         self.add("ada")

@@ -74,7 +74,7 @@ class BrowserMcpClientTest(LiveServerTestCase):
         # Discovery and registration ran in the page; it has sent the browser to sign in.
         self.wait_for(lambda web: "/accounts/login/" in web.current_url or self.finished())
         self.assertIn("/accounts/login/", self.web.current_url, self.web.find_element(By.TAG_NAME, "body").text)
-        self.web.find_element(By.ID, "id_username").send_keys("alice")
+        self.web.find_element(By.ID, "id_login").send_keys("alice")
         self.web.find_element(By.ID, "id_password").send_keys("alice-password")
         self.web.find_element(By.CSS_SELECTOR, "button[type=submit].primary").click()
         allow = self.wait_for(expected_conditions.element_to_be_clickable((By.CSS_SELECTOR, "button[name=allow]")))

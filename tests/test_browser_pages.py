@@ -9,6 +9,7 @@ and application name; two connected applications and a command-line token; three
 import datetime as dt
 
 from django.contrib.auth import get_user_model
+from django.test import override_settings
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions
 
@@ -20,6 +21,7 @@ from tests.base import connect_application
 from tests.browser import VIEWPORTS, BrowserPages, PageChecks, headless_chromium
 from tests.live import LiveServerTestCase
 from tests.oauth_helpers import authorization_url, pkce_pair, register_client
+from tests.oidc import free_port, sso_settings
 
 LONG_WORD = "Pneumonoultramicroscopicsilicovolcanoconiosis" * 2
 LONG_TAG = ("field-notes-" * 6)[:64]
@@ -123,6 +125,56 @@ class EveryPageFitsAndPassesAxeTest(BrowserPages, PageChecks, LiveServerTestCase
         for viewport in VIEWPORTS:  # the message shows once: this page, not a reload of it
             self.use_viewport(viewport)
             problems += self.problems_of_page("signed-out", viewport)
+        self.assertEqual(problems, [], "\n".join(problems))
+
+    @override_settings(ACCOUNT_REAUTHENTICATION_TIMEOUT=3600)
+    def test_the_account_pages_fit_both_screens_and_have_no_accessibility_violation(self) -> None:
+        provider = {
+            "id": "acme",
+            "name": "Acme Corporation's identity provider",
+            "issuer": f"http://127.0.0.1:{free_port()}",  # nothing listens: the page that says so
+            "client_id": "codex",
+            "secret": "s",
+            "domains": ["acme.test"],
+        }
+        override = override_settings(**sso_settings(provider))
+        override.enable()
+        self.addCleanup(override.disable)
+        problems = self.check_every_page(
+            [
+                ("sign-in-with-providers", "/accounts/login/?next=/codex/"),
+                ("provider-callback-without-state", "/accounts/oidc/acme/login/callback/?code=x"),
+                ("provider-callback-error", "/accounts/oidc/acme/login/callback/?error=access_denied&state=x"),
+            ]
+        )
+        self.visit("/accounts/login/")
+        self.web.find_element(By.XPATH, "//button[starts-with(normalize-space(), 'Sign in with Acme')]").click()
+        self.wait().until(expected_conditions.presence_of_element_located((By.TAG_NAME, "h1")))
+        for viewport in VIEWPORTS:
+            self.use_viewport(viewport)
+            problems += self.problems_of_page("provider-unavailable", viewport)
+        self.sign_in("/account/")
+        problems += self.check_every_page(
+            [
+                ("account", "/account/"),
+                ("signed-in-sign-in", "/accounts/login/"),
+                ("sign-out", "/accounts/logout/"),
+                ("reauthenticate", "/accounts/reauthenticate/?next=/account/delete/"),
+            ]
+        )
+        self.visit("/accounts/reauthenticate/?next=/account/")
+        self.web.find_element(By.ID, "id_password").send_keys("alice-password")
+        self.web.find_element(By.CSS_SELECTOR, "main form button[type=submit]").click()
+        self.wait_for_page_after("/accounts/reauthenticate/")
+        problems += self.check_every_page(
+            [
+                ("password-change", "/accounts/password/change/"),
+                ("second-factor", "/accounts/2fa/"),
+                ("totp-setup", "/accounts/2fa/totp/activate/"),
+                ("passkey-add", "/accounts/2fa/webauthn/add/"),
+                ("delete-account", "/account/delete/"),
+            ]
+        )
         self.assertEqual(problems, [], "\n".join(problems))
 
     def test_the_admin_pages_fit_a_phone(self) -> None:

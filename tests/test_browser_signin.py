@@ -16,14 +16,14 @@ class BrowserSignInTests(LiveServerTestCase):
 
     def sign_in(self, password: str) -> None:
         self.web.get(self.live.base_url + "/accounts/login/")
-        self.web.find_element(By.ID, "id_username").send_keys("alice")
+        self.web.find_element(By.ID, "id_login").send_keys("alice")
         self.web.find_element(By.ID, "id_password").send_keys(password)
         self.web.find_element(By.CSS_SELECTOR, "button[type=submit].primary").click()
 
     def test_a_person_signs_in_and_lands_on_my_codex(self) -> None:
         self.sign_in("alice-password")
         WebDriverWait(self.web, 10).until(expected_conditions.url_contains("/codex/"))
-        self.assertIn("Sign out alice", self.web.find_element(By.TAG_NAME, "header").text)
+        self.assertIn("Account (alice)", self.web.find_element(By.TAG_NAME, "header").text)
         self.web.save_screenshot(str(screenshot_dir() / "signed-in.png"))
 
     def test_a_wrong_password_shows_an_error_and_keeps_the_person_signed_out(self) -> None:

@@ -52,7 +52,7 @@ class ErrorPagesTest(TestCase):
                 self.assert_site_page(
                     response, 403, "This page expired", "go back to the application and connect again"
                 )
-                signin = Client(enforce_csrf_checks=True).post("/accounts/login/", {"username": "alice"})
+                signin = Client(enforce_csrf_checks=True).post("/accounts/login/", {"login": "alice"})
                 self.assert_site_page(signin, 403, "This page expired", "reload")
 
     def test_the_server_error_page_says_what_to_do_and_api_paths_get_json(self) -> None:

@@ -255,7 +255,7 @@ class LiveHostileCase(LiveServerTestCase):
         csrf = page.cookies.get("csrftoken") or self.client.cookies["csrftoken"]
         response = self.client.post(
             "/accounts/login/",
-            data={"username": "alice", "password": "alice-password", "csrfmiddlewaretoken": csrf},
+            data={"login": "alice", "password": "alice-password", "csrfmiddlewaretoken": csrf},
             headers={"Referer": self.live.base_url + "/accounts/login/"},
         )
         self.assertEqual(response.status_code, 302, response.text[:300])

@@ -220,6 +220,25 @@ def csrf_modes() -> st.SearchStrategy[str]:
     return st.sampled_from(["valid", "missing", "garbled", "other-secret"])
 
 
+def csrf_field(mode: str) -> list[tuple[str, str]]:
+    """The form's CSRF field in each of ``csrf_modes()``."""
+    return {
+        "valid": [("csrfmiddlewaretoken", CSRF_SECRET)],
+        "missing": [],
+        "garbled": [("csrfmiddlewaretoken", "\x00" + CSRF_SECRET[1:])],
+        "other-secret": [("csrfmiddlewaretoken", "B" * 32)],
+    }[mode]
+
+
+def signed_in_client(user, csrf: str = "valid") -> Client:
+    """A browser signed in as ``user`` that enforces CSRF, with the cookie unless ``csrf`` is missing."""
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(user)
+    if csrf != "missing":
+        client.cookies["csrftoken"] = CSRF_SECRET
+    return client
+
+
 # --- the suite ----------------------------------------------------------------------------
 
 
@@ -282,19 +301,10 @@ class HostileInputTest(HypothesisTestCase):
         return response
 
     def signed_in(self, user=None, *, csrf: str = "valid") -> Client:
-        client = Client(enforce_csrf_checks=True)
-        client.force_login(user or self.alice)
-        if csrf != "missing":
-            client.cookies["csrftoken"] = CSRF_SECRET
-        return client
+        return signed_in_client(user or self.alice, csrf)
 
     def csrf_field(self, mode: str) -> list[tuple[str, str]]:
-        return {
-            "valid": [("csrfmiddlewaretoken", CSRF_SECRET)],
-            "missing": [],
-            "garbled": [("csrfmiddlewaretoken", "\x00" + CSRF_SECRET[1:])],
-            "other-secret": [("csrfmiddlewaretoken", "B" * 32)],
-        }[mode]
+        return csrf_field(mode)
 
     def post_form(self, surface: str, client: Client, path: str, pairs: list[tuple[str, str]], **extra: Any):
         return self.send(

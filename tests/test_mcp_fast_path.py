@@ -30,6 +30,7 @@ from notebook.exceptions import Conflict, InvalidArgument, NotFound, ResourceExh
 from notebook.models import Entry, EntryRevision, EntryTag
 from notebook.transactions import write_queue, write_transaction
 from notebook.validation import parse_entry_input
+from tests.base import STILL_MOMENT, last_use_already_written
 from tests.clocks import one_rate_window
 from tests.http_client import LEGACY, MODERN, OLDEST, call_tool
 from tests.live import LiveServerTestCase
@@ -177,7 +178,9 @@ def call_unchecked(raw_token: str, name: str, arguments: dict[str, Any]) -> Any:
 @override_settings(CODEX_TOOL_CALLS_PER_MINUTE=1_000_000)
 class StatementsPerToolTest(TransactionTestCase):
     """What each tool costs the database, so that a regression shows. The token check is
-    one statement; the per-token rate limit writes the cache once per batch, not per call."""
+    one statement; the per-token rate limit writes the cache once per batch, not per call;
+    the application's last use is written once a minute (here already written: the clock
+    stands still), not per call."""
 
     def setUp(self) -> None:
         self.alice = get_user_model().objects.create_user("alice")
@@ -186,6 +189,14 @@ class StatementsPerToolTest(TransactionTestCase):
         self.entry = services.entry_save(
             codex=self.codex, request_id="seed", data=parse_entry_input({"content": "seed", "tags": ["a"]})
         )
+        self.uses = last_use_already_written(self, self.token)
+
+    def test_the_first_call_of_a_minute_writes_the_last_use_once(self) -> None:
+        self.uses.clock = lambda: STILL_MOMENT + 60
+        sql = self.statements("field_notes_get", {"id": str(self.entry.id)})
+        self.assertEqual(len(sql), 2, "\n".join(sql))
+        self.assertTrue(sql[1].startswith('UPDATE "authserver_clientuse"'), sql[1])
+        self.assert_statements("field_notes_get", {"id": str(self.entry.id)}, 1)
 
     def statements(self, name: str, arguments: dict[str, Any]) -> list[str]:
         # The handler's work as its worker thread runs it, here on the test's connection.

@@ -45,7 +45,10 @@ class CollectedStaticFilesTests(TestCase):
 
     def test_the_admin_links_hashed_names_that_the_application_serves_compressed_and_cached_for_a_year(self) -> None:
         client = Client()
-        sheets = self.stylesheets(client, "/admin/login/")
+        # The admin signs in on the site's page, which links the site's own stylesheet, hashed too.
+        self.assertRegex(self.stylesheets(client, "/accounts/login/")[0], r"^/static/codex/site\.[0-9a-f]{12}\.css$")
+        client.force_login(get_user_model().objects.create_superuser("root", password="x"))
+        sheets = self.stylesheets(client, "/admin/")
         base = next(href for href in sheets if "/admin/css/base." in href)
         self.assertRegex(base, r"^/static/admin/css/base\.[0-9a-f]{12}\.css$")
 

@@ -6,6 +6,7 @@ import getpass
 import secrets
 import sys
 
+from allauth.account.models import EmailAddress
 from django.contrib.auth import get_user_model, password_validation
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
@@ -45,7 +46,11 @@ class Command(BaseCommand):
             password_validation.validate_password(password, candidate)
         except ValidationError as error:
             raise CommandError(" ".join(error.messages) + " Nobody was added.") from None
-        User.objects.create_user(username, email=email, password=password)
+        user = User.objects.create_user(username, email=email, password=password)
+        if email:
+            # The operator vouches for it: single sign-on may match this account by it, where the
+            # provider allows that (authserver.sso); an unverified one would lose its password then.
+            EmailAddress.objects.create(user=user, email=email, verified=True, primary=True)
         what = f"Added {username}, a person with their own codex (not staff: no admin)"
         if generated:
             self.stdout.write(f"{what}, with the password: {password}")
