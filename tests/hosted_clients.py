@@ -12,11 +12,7 @@ import hashlib
 import hmac
 import json
 import secrets
-import ssl
-import tempfile
 import time
-from http.server import BaseHTTPRequestHandler
-from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -24,50 +20,10 @@ import jwt
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
-from tests.loopback_http import LoopbackHTTPServer
+from tests.loopback_http import DocumentsServer
 from tests.oauth_helpers import REDIRECT_URI
-from tests.sdk_oauth import _self_signed
 
 ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
-
-
-class DocumentsServer(LoopbackHTTPServer):
-    """Serves JSON documents by path over HTTPS on 127.0.0.1, counting the requests for each."""
-
-    def __init__(self) -> None:
-        self.documents: dict[str, Any] = {}
-        self.cache_control = "max-age=600"
-        self.requests: dict[str, int] = {}
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                outer.requests[self.path] = outer.requests.get(self.path, 0) + 1
-                if self.path not in outer.documents:
-                    self.send_error(404)
-                    return
-                body = json.dumps(outer.documents[self.path]).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Cache-Control", outer.cache_control)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        super().__init__(Handler)
-        self._tmp = tempfile.TemporaryDirectory()
-        cert, key = _self_signed(Path(self._tmp.name))
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.load_cert_chain(cert, key)
-        self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
-        self.origin = f"https://127.0.0.1:{self.port}"
-
-    def __exit__(self, *exc: Any) -> None:
-        super().__exit__(*exc)
-        self._tmp.cleanup()
 
 
 def rsa_key() -> rsa.RSAPrivateKey:
@@ -124,7 +80,7 @@ class ChatGPTLike:
 
     @property
     def jwks_requests(self) -> int:
-        return self.server.requests.get("/oauth/jwks.json", 0)
+        return self.server.fetched.get("/oauth/jwks.json", 0)
 
     def claims(self, audience: str, **changes: Any) -> dict[str, Any]:
         now = int(time.time())

@@ -1,8 +1,22 @@
-"""A small HTTP server on a free 127.0.0.1 port, served from a thread while used as a context manager."""
+"""Small HTTP(S) servers on a free 127.0.0.1 port, served from a thread while used as a
+context manager: any handler, and JSON documents by path over HTTPS with a self-signed
+certificate (clients' metadata documents and key sets; loopback documents are fetched without
+checking the certificate in development and tests only)."""
 
+import datetime as dt
+import ipaddress
+import json
+import ssl
+import tempfile
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 
 class LoopbackHTTPServer:
@@ -20,3 +34,65 @@ class LoopbackHTTPServer:
     def __exit__(self, *exc: object) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+class DocumentsServer(LoopbackHTTPServer):
+    """Serves JSON documents by path over HTTPS on 127.0.0.1, counting the requests for each."""
+
+    def __init__(self) -> None:
+        self.documents: dict[str, Any] = {}
+        self.cache_control = "max-age=600"
+        self.fetched: dict[str, int] = {}  # requests per path
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                outer.fetched[self.path] = outer.fetched.get(self.path, 0) + 1
+                if self.path not in outer.documents:
+                    self.send_error(404)
+                    return
+                body = json.dumps(outer.documents[self.path]).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Cache-Control", outer.cache_control)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        super().__init__(Handler)
+        self._tmp = tempfile.TemporaryDirectory()
+        cert, key = self_signed(Path(self._tmp.name))
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(cert, key)
+        self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+        self.origin = f"https://127.0.0.1:{self.port}"
+
+    def __exit__(self, *exc: Any) -> None:
+        super().__exit__(*exc)
+        self._tmp.cleanup()
+
+
+def self_signed(directory: Path) -> tuple[Path, Path]:
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = dt.datetime.now(dt.UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=1))
+        .not_valid_after(now + dt.timedelta(hours=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = directory / "cert.pem", directory / "key.pem"
+    cert_path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    return cert_path, key_path

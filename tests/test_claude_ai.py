@@ -9,9 +9,9 @@ import json
 import httpx2
 from oauth2_provider.models import get_access_token_model, get_application_model
 
-from tests.hosted_clients import DocumentsServer
 from tests.http_client import post, rpc_body
 from tests.live import LiveServerTestCase
+from tests.loopback_http import DocumentsServer
 from tests.oauth_helpers import Browser, authorization_url, pkce_pair, query_of
 
 REDIRECT = "https://claude.ai/api/mcp/auth_callback"
