@@ -8,10 +8,12 @@ authorization codes; reactivation starts from no tokens. A bulk
 ``QuerySet.update(is_active=False)`` sends no signal: run ``revoke_tokens`` after it.
 
 Signing out leaves a message for the page the person lands on (``LOGOUT_REDIRECT_URL``).
+Signing in marks the browser as a known device of the account (``authserver.devices``).
 """
 
 from typing import Any
 
+from allauth.account.signals import user_logged_in
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.signals import user_logged_out
@@ -19,6 +21,8 @@ from django.db.models.signals import post_save
 from django.dispatch import receiver
 from oauth2_provider.models import get_grant_model
 
+from authserver import devices
+from authserver.signin import attempts_key
 from authserver.tokens import revoke_tokens
 
 
@@ -41,3 +45,10 @@ def say_signed_out(sender: Any, request: Any, user: Any, **kwargs: Any) -> None:
             "under Connected applications.",
             fail_silently=True,
         )
+
+
+@receiver(user_logged_in, dispatch_uid="authserver.remember_device")
+def remember_device(sender: Any, request: Any, response: Any, user: Any, **kwargs: Any) -> None:
+    # allauth's signal carries the response the person is sent on with (the sign-in's redirect).
+    if response is not None:
+        devices.remember(response, attempts_key(user.get_username()))

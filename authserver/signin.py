@@ -7,7 +7,9 @@ password-change form (``CodexChangePasswordForm``). Each attempt is counted by a
 ``login_failed`` rate limit, per account and per client address (``ACCOUNT_RATE_LIMITS``);
 a success takes its own attempt back. Past either limit an attempt is refused before the
 password is looked at (the right one too) until the oldest failure leaves its window: a
-temporary refusal, never a lock an attacker could make permanent. The person reads how
+temporary refusal, never a lock an attacker could make permanent; and a browser the person
+signed in with before is counted apart (``authserver.devices``), so that an attacker who keeps
+guessing locks out only the browsers that never signed in. The person reads how
 long to wait; the refusal is counted (``codex_limit_refusals{kind="sign_in_failures"}``)
 and logged once, as a WARNING, with the account and address but never the password.
 
@@ -27,6 +29,7 @@ from django.core.exceptions import ValidationError
 from django.http import HttpRequest
 
 import codex_metrics
+from authserver.devices import known_device
 from authserver.ratelimit import client_address
 
 logger = logging.getLogger(__name__)
@@ -96,7 +99,11 @@ class CodexAccountAdapter(DefaultAccountAdapter):
 
     def _get_login_attempts_cache_key(self, request: HttpRequest, **credentials: Any) -> str:
         # The username first: reauthentication passes the account's email address too.
-        return attempts_key(credentials.get("username") or credentials.get("email") or "")
+        key = attempts_key(credentials.get("username") or credentials.get("email") or "")
+        # A browser that signed in to this account before is counted apart (authserver.devices).
+        if device := known_device(request, key):
+            return f"{key}:device:{device}"
+        return key
 
     def pre_authenticate(self, request: HttpRequest, **credentials: Any) -> None:
         try:

@@ -13,6 +13,7 @@ import httpx2
 from django.contrib.auth import get_user_model
 from django.core.cache import cache
 
+from authserver.devices import COOKIE
 from tests.clocks import SignInClock
 from tests.live import LiveServerTestCase
 from tests.oauth_helpers import forms_of
@@ -98,6 +99,40 @@ class SignInThrottleTest(LiveServerTestCase):
         self.clock.advance(61)
         answer = Browser(self.live.base_url, "127.0.0.3").sign_in("victim", "victim-password")
         self.assertEqual(answer.status_code, 302, alert_of(answer))
+
+    def test_a_browser_that_signed_in_before_is_not_locked_out_by_the_guesses(self) -> None:
+        # The person signed in from her own browser yesterday, and signed out.
+        self.assertEqual(self.person.sign_in("victim", "victim-password").status_code, 302)
+        self.assertIn(COOKIE, self.person.http.cookies)
+        self.person.http.post(
+            "/accounts/logout/", data=forms_of(self.person.http.get("/accounts/logout/").text)[-1]["fields"]
+        )
+        for guess in range(GUESSES):
+            self.attacker.sign_in("victim", f"guess-{guess}")
+        self.assertIn("try again in", alert_of(self.attacker.sign_in("victim", "victim-password")))
+        stranger = Browser(self.live.base_url, "127.0.0.3")
+        self.addCleanup(stranger.close)
+        self.assertIn("try again in", alert_of(stranger.sign_in("victim", "victim-password")))
+        # Her browser is a known device of the account: counted apart, it signs in at once.
+        answer = self.person.sign_in("victim", "victim-password")
+        self.assertEqual(answer.status_code, 302, alert_of(answer))
+
+    def test_a_known_device_is_throttled_on_its_own_and_only_for_its_account(self) -> None:
+        self.assertEqual(self.person.sign_in("bystander", "bystander-password").status_code, 302)
+        self.person.http.post(
+            "/accounts/logout/", data=forms_of(self.person.http.get("/accounts/logout/").text)[-1]["fields"]
+        )
+        # The bystander's device cookie is no key to the victim's account.
+        for guess in range(5):
+            self.attacker.sign_in("victim", f"guess-{guess}")
+        self.assertIn("try again in", alert_of(self.person.sign_in("victim", "victim-password")))
+        # And its own failures lock it after the same few.
+        for guess in range(5):
+            self.person.sign_in("bystander", f"guess-{guess}")
+        self.assertIn("try again in", alert_of(self.person.sign_in("bystander", "bystander-password")))
+        # A forged cookie counts as no device at all.
+        self.person.http.cookies.set(COOKIE, "forged", domain="127.0.0.1")
+        self.assertIn("try again in", alert_of(self.person.sign_in("victim", "victim-password")))
 
     def test_the_refusal_is_counted_and_logged_once_without_the_password(self) -> None:
         from tests.hostile import emitted_logs
