@@ -16,6 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra.django import TestCase as HypothesisTestCase
 
+from authserver.devices import COOKIE
 from tests.hostile import assert_consistent, emitted_logs
 from tests.loopback_http import LoopbackHTTPServer
 from tests.oidc import sso_settings
@@ -29,6 +30,7 @@ from tests.test_hostile_input import (
     csrf_modes,
     form_body,
     hostile_json,
+    hostile_text,
     parameters,
     signed_in_client,
 )
@@ -197,6 +199,22 @@ class HostileAccountsTest(HypothesisTestCase):
                 self.send(
                     "accounts: callback parameters", Client(), "get", "/accounts/oidc/stub/login/callback/?" + query
                 )
+
+    @HOSTILE
+    @given(cookie=hostile_text, password=st.sampled_from(["alice-password", "wrong"]))
+    def test_sign_in_with_any_device_cookie(self, cookie: str, password: str) -> None:
+        client = Client(enforce_csrf_checks=True)
+        client.cookies["csrftoken"] = CSRF_SECRET
+        client.cookies[COOKIE] = cookie.encode("utf-8", "surrogatepass").decode("latin-1")
+        pairs = [("login", "alice"), ("password", password)]
+        self.send(
+            "accounts: device cookie",
+            client,
+            "post",
+            "/accounts/login/",
+            data=form_body(csrf_field("valid") + pairs),
+            content_type="application/x-www-form-urlencoded",
+        )
 
     @HOSTILE
     @given(form=st.sampled_from(sorted(FORMS)), pairs=parameters(FIELDS), csrf=csrf_modes(), anonymous=st.booleans())
