@@ -230,10 +230,11 @@ STATIC_ROOT = VAR_DIR / "static"
 # (cached for a year) and gzip copies, the same under `make run` (which collects first) and
 # in production, where nginx may serve /static/ itself as an optimisation. Not from the
 # finders, even in debug, so that a page that works locally works deployed. (The test
-# runner uses Django's plain storage and the finders: tests do not run collectstatic.)
+# runner uses Django's plain storage and the finders: tests do not run collectstatic.) A name
+# nothing collected is linked plainly, never a 500 (codex_site.staticfiles).
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
-    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+    "staticfiles": {"BACKEND": "codex_site.staticfiles.CodexStaticFilesStorage"},
 }
 WHITENOISE_USE_FINDERS = False
 WHITENOISE_AUTOREFRESH = False
