@@ -129,6 +129,9 @@ class Write:
 @dataclass
 class Report:
     violations: dict[str, list[str]] = field(default_factory=lambda: {name: [] for name in INVARIANTS})
+    # When each violation happened (the call's invocation or acknowledgement), None for what
+    # only the final state shows: a fault's row counts those in its window, and the others.
+    times: list[tuple[str, float | None]] = field(default_factory=list)
     answers: Counter = field(default_factory=Counter)
     faults: list[dict] = field(default_factory=list)
     stats: dict[str, int | float] = field(default_factory=dict)
@@ -137,8 +140,13 @@ class Report:
     def ok(self) -> bool:
         return not any(self.violations.values())
 
-    def add(self, invariant: str, message: str) -> None:
+    def add(self, invariant: str, message: str, at: float | None = None) -> None:
         self.violations[invariant].append(message)
+        self.times.append((invariant, at))
+
+    def violated_between(self, start: float, end: float) -> list[str]:
+        """The invariants broken by a call in [start, end], or by the final state."""
+        return sorted({name for name, at in self.times if at is None or start <= at <= end})
 
 
 class Checker:
@@ -176,6 +184,7 @@ class Checker:
                         self.report.add(
                             "duplicates",
                             f"save {write.request_id} acknowledged with entry {write.entry_id} and with {entry['id']}",
+                            call["completed"],
                         )
                     write.entry_id = entry["id"]
                 elif entry["revision"] != write.revision or entry["content"] != write.content:
@@ -183,6 +192,7 @@ class Checker:
                         "double_applied",
                         f"update of {write.entry_id} from revision {write.revision - 1} answered revision "
                         f"{entry['revision']}",
+                        call["completed"],
                     )
             elif indeterminate(call["answer"]):
                 write.possible = True
@@ -212,6 +222,7 @@ class Checker:
                 "unexpected_answers",
                 f"{call['op']} by {call.get('process')} at {call['invoked']:.3f}: {answer} "
                 f"after {call['completed'] - call['invoked']:.1f} s",
+                call["invoked"],
             )
 
     def check_revoked_token(self) -> None:
@@ -222,6 +233,7 @@ class Checker:
                     "revoked_token",
                     f"{call['op']} with token {call['token']} invoked {call['invoked'] - revoked:.3f} s after its "
                     f"revocation was acknowledged succeeded",
+                    call["invoked"],
                 )
 
     # ------------------------------------------------------------------- the reads ---
@@ -235,6 +247,9 @@ class Checker:
         return write if write.entry_id == entry_id else None
 
     def check_reads(self) -> None:
+        self.by_excerpt: dict[str, list[Write]] = defaultdict(list)
+        for write in self.writes.values():
+            self.by_excerpt[write.content[:EXCERPT_CHARS]].append(write)
         acknowledged: dict[str, list[tuple[float, int]]] = defaultdict(list)  # entry -> (ack time, revision)
         for write in self.writes.values():
             if write.acknowledged_at is not None and write.entry_id is not None:
@@ -248,10 +263,7 @@ class Checker:
                 content = entry.get("content")
                 if content is None:  # a summary: find the write by its excerpt
                     candidates = [
-                        w
-                        for w in self.writes.values()
-                        if w.state["content"][:EXCERPT_CHARS] == entry.get("excerpt")
-                        and summary_matches(entry, w.state)
+                        w for w in self.by_excerpt.get(entry.get("excerpt"), []) if summary_matches(entry, w.state)
                     ]
                     write = next(
                         (
@@ -267,7 +279,9 @@ class Checker:
                         write = None
                 if write is None:
                     self.report.add(
-                        "phantom_reads", f"{where}: {entry['id']} revision {entry['revision']} was never written"
+                        "phantom_reads",
+                        f"{where}: {entry['id']} revision {entry['revision']} was never written",
+                        call["invoked"],
                     )
                 newest = max(
                     (revision for at, revision in acknowledged.get(entry["id"], []) if at < call["invoked"]), default=0
@@ -277,6 +291,7 @@ class Checker:
                         "phantom_reads",
                         f"{where}: {entry['id']} at revision {entry['revision']}, after revision {newest} was "
                         "acknowledged (a stale read)",
+                        call["invoked"],
                     )
 
     # -------------------------------------------------------------- the final state ---
@@ -302,18 +317,26 @@ class Checker:
                 continue
             if write.kind == "save":
                 if write.entry_id not in entries:
-                    self.report.add("lost", f"{node}: save {write.request_id} (entry {write.entry_id}) is missing")
+                    self.report.add(
+                        "lost",
+                        f"{node}: save {write.request_id} (entry {write.entry_id}) is missing",
+                        write.acknowledged_at,
+                    )
                     continue
                 first = revisions.get((write.entry_id, 1))
                 if first is None or first["content"] != write.content:
                     self.report.add(
-                        "lost", f"{node}: entry {write.entry_id}'s revision 1 is not save {write.request_id}'s"
+                        "lost",
+                        f"{node}: entry {write.entry_id}'s revision 1 is not save {write.request_id}'s",
+                        write.acknowledged_at,
                     )
             else:
                 held = revisions.get((write.entry_id, write.revision))
                 if held is None or held["content"] != write.content:
                     self.report.add(
-                        "lost", f"{node}: the update of {write.entry_id} to revision {write.revision} is missing"
+                        "lost",
+                        f"{node}: the update of {write.entry_id} to revision {write.revision} is missing",
+                        write.acknowledged_at,
                     )
         # Duplicates: one entry per request id, one request key per entry.
         for entry_id in entries:
@@ -330,7 +353,11 @@ class Checker:
         contents = Counter(r["content"] for r in revisions.values())
         for content, count in contents.items():
             if count > 1 and content in self.writes:
-                self.report.add("double_applied", f"{node}: the write of {content[:60]!r} is in {count} revisions")
+                self.report.add(
+                    "double_applied",
+                    f"{node}: the write of {content[:60]!r} is in {count} revisions",
+                    self.writes[content].first_invoked,
+                )
         chains: dict[str, list[int]] = defaultdict(list)
         for entry_id, number in revisions:
             chains[entry_id].append(number)
@@ -412,6 +439,7 @@ class Checker:
                     self.report.add(
                         "write_gaps",
                         f"{fault['name']}: writes did not resume within {self.gap_limit:.0f} s of the heal",
+                        heal,
                     )
                 # Before the heal writes may be refused for as long as the fault lasts (the etcd
                 # majority lost): only the time after it counts.
@@ -419,6 +447,7 @@ class Checker:
                 self.report.add(
                     "write_gaps",
                     f"{fault['name']}: {longest:.1f} s without an acknowledged write (limit {self.gap_limit:.0f} s)",
+                    gap_from,
                 )
             self.report.faults.append(row)
 

@@ -152,6 +152,8 @@ class Direction:
             _due, item = self.queue.popleft()
             if item is EOF:
                 self.connection.pass_eof(self)
+                if self.connection.closed:
+                    return
                 continue
             self.held -= len(item)
             self.sink.write(item)
@@ -219,7 +221,11 @@ class Connection:
     def pass_eof(self, direction: Direction) -> None:
         sink = direction.sink
         if sink is not None and not sink.is_closing() and sink.can_write_eof():
-            sink.write_eof()
+            try:
+                sink.write_eof()
+            except OSError:  # that side is gone already (reset): so is the connection
+                self.close(reset=True)
+                return
         self.eofs += 1
         if self.eofs == 2:
             self.close()
