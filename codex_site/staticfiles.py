@@ -51,4 +51,3 @@ class CodexStaticFilesStorage(CompressedManifestStaticFilesStorage):
             settings.STATIC_ROOT,
             MISSING_STEP,
         )
-
