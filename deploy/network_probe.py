@@ -35,6 +35,7 @@ import os
 import random
 import re
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -869,9 +870,10 @@ class Cost:
     TOOLS = (("get", "field_notes_get"), ("save", "field_notes_save"), ("update", "field_notes_update"))
     TOOLS += (("search_tag", "field_notes_search"),)
 
-    def __init__(self, topology: Topology, duration: int, connections: tuple[int, ...]) -> None:
+    def __init__(self, topology: Topology, duration: int, rounds: int, connections: tuple[int, ...]) -> None:
         self.topology = topology
         self.duration = duration
+        self.rounds = rounds
         self.connections = connections
         self.token = os.environ["NETWORK_BENCH_TOKEN"]
         self.work = Path(tempfile.mkdtemp(prefix="cost-", dir=topology.work))
@@ -957,31 +959,37 @@ class Cost:
         for scenario, _tool in self.TOOLS:
             for hosts, url in targets:
                 for connections in self.connections:
-                    for on in (True, False):
-                        self.topology.all_relays({"default": {"delay_ms": delay if on else 0.0}})
-                        id_file = self.id_file("update", updates) if scenario == "update" else get_file
-                        before = self.turns(primary)
-                        figures = self.wrk(url, scenario, connections, id_file)
-                        after = self.turns(primary)
-                        calls = max(figures["requests"], 1)
-                        rows.append(
-                            {
-                                "tool": scenario,
-                                "hosts": hosts,
-                                "connections": connections,
-                                "delay": on,
-                                "rate": figures["rate"],
-                                "p50": figures["p50_us"] / 1000,
-                                "p99": figures["p99_us"] / 1000,
-                                "errors": int(figures["errors"] + figures["socket_errors"]),
-                                "db_round_trips": (after["db"] - before["db"]) / calls,
-                                "lb_round_trips": (after["lb"] - before["lb"]) / calls,
-                                "app_round_trips": (after["app"] - before["app"]) / calls,
-                            }
-                        )
+                    slices: dict[bool, list[dict]] = {True: [], False: []}
+                    # Slices of each, alternating (on, off, off, on, ...): a shared machine's
+                    # speed drifts within minutes, and both see the same drift.
+                    for number in range(self.rounds):
+                        for on in (True, False) if number % 2 == 0 else (False, True):
+                            self.topology.all_relays({"default": {"delay_ms": delay if on else 0.0}})
+                            id_file = self.id_file("update", updates) if scenario == "update" else get_file
+                            before = self.turns(primary)
+                            figures = self.wrk(url, scenario, connections, id_file)
+                            after = self.turns(primary)
+                            figures["turns"] = {k: after[k] - before[k] for k in after}
+                            slices[on].append(figures)
+                    for on, taken in slices.items():
+                        calls = max(sum(f["requests"] for f in taken), 1)
+                        seconds = sum(f["duration_us"] for f in taken) / 1e6
+                        row = {
+                            "tool": scenario,
+                            "hosts": hosts,
+                            "connections": connections,
+                            "delay": on,
+                            "rate": calls / seconds,
+                            "p50": statistics.median(f["p50_us"] for f in taken) / 1000,
+                            "p99": statistics.median(f["p99_us"] for f in taken) / 1000,
+                            "errors": int(sum(f["errors"] + f["socket_errors"] for f in taken)),
+                        }
+                        for name in ("db", "lb", "app"):
+                            row[f"{name}_round_trips"] = sum(f["turns"][name] for f in taken) / calls
+                        rows.append(row)
                         log(
                             f"cost {scenario} hosts={hosts} c={connections} delay={'on' if on else 'off'}: "
-                            f"{figures['rate']:.0f} calls/s p50 {figures['p50_us'] / 1000:.2f} ms"
+                            f"{row['rate']:.0f} calls/s p50 {row['p50']:.2f} ms p99 {row['p99']:.2f} ms"
                         )
         self.topology.all_relays({"default": {"delay_ms": delay}})
         (self.topology.work / "cost.json").write_text(json.dumps({"rows": rows, "calibration": calibration}))
@@ -997,10 +1005,10 @@ class Cost:
         )
         print()
         print(
-            "| tool | app hosts | connections | calls/s (delay / none) | p50 ms (delay / none) | p99 ms (delay / none) "
-            "| database round trips per call | errors |"
+            "| tool | app hosts | connections | calls/s (delay / none) | p50 ms (delay / none) | p50 added "
+            "| p99 ms (delay / none) | round trips per call: client-LB, LB-app, app-database | errors |"
         )
-        print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
         by_key: dict[tuple, dict[bool, dict]] = {}
         for row in rows:
             by_key.setdefault((row["tool"], row["hosts"], row["connections"]), {})[row["delay"]] = row
@@ -1008,8 +1016,9 @@ class Cost:
             on, off = pair[True], pair[False]
             print(
                 f"| {tool} | {hosts} | {connections} | {on['rate']:.0f} / {off['rate']:.0f} | {on['p50']:.2f} / "
-                f"{off['p50']:.2f} | {on['p99']:.2f} / {off['p99']:.2f} | {on['db_round_trips']:.2f} / "
-                f"{off['db_round_trips']:.2f} | {on['errors'] + off['errors']} |"
+                f"{off['p50']:.2f} | {on['p50'] - off['p50']:+.2f} | {on['p99']:.1f} / {off['p99']:.1f} | "
+                f"{on['lb_round_trips']:.2f}, {on['app_round_trips']:.2f}, {on['db_round_trips']:.2f} "
+                f"| {on['errors'] + off['errors']} |"
             )
 
 
@@ -1041,13 +1050,16 @@ def main() -> int:
     parser.add_argument("--topology", required=True)
     parser.add_argument("--mode", choices=("all", "faults", "cost"), default="all")
     parser.add_argument("--seed", type=int, default=int(time.time()))
-    parser.add_argument("--cost-seconds", type=int, default=int(os.environ.get("NETWORK_COST_SECONDS", "4")))
+    # Each figure of the cost table: this many slices of this many seconds, with the delay and
+    # without, alternating.
+    parser.add_argument("--cost-seconds", type=int, default=int(os.environ.get("NETWORK_COST_SECONDS", "2")))
+    parser.add_argument("--cost-rounds", type=int, default=int(os.environ.get("NETWORK_COST_ROUNDS", "2")))
     args = parser.parse_args()
     topology = Topology(args.topology)
     log(f"seed {args.seed}; delay {topology.data['delay_ms']} ms each way on every path")
     rc = 0
     if args.mode in ("all", "cost"):
-        rc |= Cost(topology, args.cost_seconds, (1, 8)).run()
+        rc |= Cost(topology, args.cost_seconds, args.cost_rounds, (1, 8)).run()
     if args.mode in ("all", "faults"):
         rc |= Probe(topology, args.seed).faults_run()
     return rc

@@ -12,6 +12,9 @@
 #   bash deploy/try_network.sh --cost      # only the network cost
 #   bash deploy/try_network.sh --clean     # remove what a killed run left (its namespaces)
 #
+# NETWORK_DELAY_MS (default 0.25) sets the delay; NETWORK_POOL_SIZE=N runs the workers on
+# Django's connection pool (CODEX_DB_POOL_SIZE) instead of persistent connections.
+#
 # Root only (network namespaces). Addresses are 198.18.36.0/24, from the range RFC 2544
 # reserves for benchmarks: the bridge has no address in the machine's own namespace and IP
 # forwarding is not touched, so nothing reaches or leaves the machine. Every service listens
@@ -289,6 +292,7 @@ CODEX_VAR_DIR=$WORK/$app/var
 CODEX_TOOL_CALLS_PER_MINUTE=1000000000
 CODEX_LOG_LEVEL=WARNING
 DJANGO_DEBUG=0
+CODEX_DB_POOL_SIZE=${NETWORK_POOL_SIZE:-0}
 ENVEOF
     # An operator's manage.py on that host, as agent-codex-migrate.service runs it.
     cat >"$WORK/$app/manage.sh" <<MANAGEEOF
