@@ -192,10 +192,26 @@ def healthy(state: dict | None) -> bool:
     return len(timelines) == 1 and None not in timelines
 
 
+def streaming(topology: Topology, state: dict) -> bool:
+    """Both replicas stream from the leader, as the leader's own PostgreSQL sees them. Patroni's
+    view alone is not enough: a replica still rewinding (pg_rewind) shows its last report, and
+    a fault that takes the leader then leaves it stuck (Patroni 3.0's rewind gives up and starts
+    it with nobody to follow; patroni/patroni#3648, #3675)."""
+    primary = leader(state)["name"]
+    try:
+        with topology.postgres(primary, dbname="postgres") as connection:
+            rows = connection.execute("SELECT application_name FROM pg_stat_replication WHERE state = 'streaming'")
+            names = {row[0] for row in rows}
+    except psycopg.Error:
+        return False
+    return names >= {db for db in topology.databases if db != primary}
+
+
 def wait_whole(topology: Topology, limit: float = WAIT_LIMIT) -> float | None:
     started = time.monotonic()
     while time.monotonic() - started < limit:
-        if healthy(cluster_state(topology)):
+        state = cluster_state(topology)
+        if healthy(state) and streaming(topology, state):
             return time.monotonic() - started
         time.sleep(0.3)
     return None

@@ -334,3 +334,14 @@ class PlantedViolationTest(SimpleTestCase):
         late = [r for r in story.history if r["op"] != "fault"]
         late.append({"op": "fault", "name": "etcd majority lost", "start": 201.0, "end": 320.0, "heal": 260.0})
         self.assert_violates(late, story.final(), "write_gaps")
+
+    def test_a_faults_row_names_the_violations_of_its_window_and_of_the_final_state(self) -> None:
+        story = clean_story()
+        story.clock = 50.0
+        story.call("get", {"id": E1}, "http 500")  # invoked at 50.1
+        final = story.final()
+        final["db3"]["request_keys"].append({"request_id": "r9", "entry": E1})  # seen only at the end
+        report = history_check.check(story.history, final)
+        at_the_end = ["divergent_nodes", "duplicates"]
+        self.assertEqual(report.violated_between(40, 60), [*at_the_end, "unexpected_answers"])
+        self.assertEqual(report.violated_between(0, 10), at_the_end)
