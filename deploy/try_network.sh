@@ -348,7 +348,7 @@ one = server.replace("listen 127.0.0.1:443 ssl http2;", "listen 127.0.0.1:444 ss
 one = one.replace("proxy_pass http://agent_codex;", "proxy_pass http://agent_codex_one;")
 one_upstream = "upstream agent_codex_one {\n" + "".join(
     f"    server {net}.21:{p} max_fails=3 fail_timeout=10s;\n" for p in (8001, 8002)
-) + "    keepalive 32;\n}\n\n"
+) + "    keepalive 32;\n    keepalive_timeout 4s;\n}\n\n"
 open(target, "w").write(text + "\n" + one_upstream + one)
 PYEOF
 cat >"$WORK/lb/nginx/nginx.conf" <<NGINXEOF
