@@ -126,7 +126,7 @@ cleanup() {
     local rc=$? pid name pidfile
     set +e
     trap - EXIT INT TERM
-    log "stopping everything (exit $rc)"
+    log "stopping everything (exit $rc, ${SECONDS} s after the start)"
     # Workers and nginx first, then Patroni (each stops its PostgreSQL), then etcd, then relays.
     for kind in probe worker nginx patroni etcd relay; do
         local group=()
