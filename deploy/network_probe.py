@@ -782,7 +782,7 @@ class Probe:
         print()
         print(
             "| fault | what | longest without an acknowledged write | answers: ok / conflict / unavailable / 503 "
-            "/ 401 / other | slowest refused call | checker |"
+            "/ 401 / other | slowest call not answered ok | checker |"
         )
         print("| --- | --- | --- | --- | --- | --- |")
         rows = {row["name"]: row for row in report.faults}
