@@ -157,6 +157,10 @@ CONN_MAX_AGE = envint("CODEX_CONN_MAX_AGE", 60)
 # how many runs on a connection a fast-path statement is prepared on the server (psycopg's
 # prepare_threshold); "none" never prepares (a pgbouncer in transaction mode before 1.21).
 DB_POOL_SIZE = envint("CODEX_DB_POOL_SIZE", 0)
+# PostgreSQL only: the seconds a tool call's database work may take before the call answers
+# `unavailable` (mcp_endpoint.boundary), well inside a client's timeout (30 to 60 s) and
+# nginx's proxy_read_timeout (60 s), whatever the work waits for.
+CODEX_CALL_DEADLINE_SECONDS = envint("CODEX_CALL_DEADLINE_SECONDS", 20)
 _prepare = os.environ.get("CODEX_PG_PREPARE_THRESHOLD", "").strip().lower()
 PG_PREPARE_THRESHOLD = None if _prepare == "none" else envint("CODEX_PG_PREPARE_THRESHOLD", 2)
 if os.environ.get("DATABASE_URL"):
