@@ -51,10 +51,11 @@ import httpx2
 import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import failover_probe
 import history_check
 from failover_probe import leader, whole
 
-CALL_TIMEOUT = 30.0  # the client's timeout: a call that takes longer has no answer
+CALL_TIMEOUT = failover_probe.CALL_TIMEOUT  # the client's timeout: a call that takes longer has no answer
 CLIENT_KEEPALIVE = 2.0
 PAUSE = 0.02  # between one client's calls
 RETRY_PAUSE = 0.1
@@ -218,35 +219,13 @@ def wait_whole(topology: Topology, limit: float = WAIT_LIMIT) -> float | None:
 
 
 # ------------------------------------------------------------------- MCP ---
-@dataclass
-class Answer:
-    kind: str
-    result: dict | None = None
-
-
-def call_tool(client: httpx2.Client, base: str, token: str, name: str, arguments: dict) -> Answer:
-    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": arguments}}
-    headers = {
-        "Authorization": f"Bearer {token}",
-        "Accept": "application/json, text/event-stream",
-        "Content-Type": "application/json",
-        "MCP-Protocol-Version": "2025-06-18",
-    }
-    try:
-        response = client.post(base + "/mcp", json=body, headers=headers, timeout=CALL_TIMEOUT)
-    except httpx2.TransportError as error:
-        return Answer(f"no answer ({type(error).__name__})")
-    if response.status_code in (401, 503):
-        return Answer(str(response.status_code))
-    if response.status_code != 200:
-        return Answer(f"http {response.status_code}")
-    try:
-        result = response.json()["result"]
-        if not result.get("isError"):
-            return Answer("ok", result["structuredContent"])
-        return Answer(json.loads(result["content"][0]["text"])["error"]["code"])
-    except (ValueError, KeyError, IndexError, TypeError):
-        return Answer("malformed answer")
+def call_tool(client: httpx2.Client, base: str, token: str, name: str, arguments: dict) -> failover_probe.Answer:
+    """failover_probe's call (JSON-RPC tools/call over Streamable HTTP, its answer classified),
+    with a refused token's 401 named as the checker names it."""
+    answer = failover_probe.call_tool(client, base, token, name, arguments)
+    if answer.kind == "http 401":
+        answer.kind = "401"
+    return answer
 
 
 class History:
