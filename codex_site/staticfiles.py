@@ -15,8 +15,10 @@ per missing file.
 
 import logging
 import threading
+from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.contrib.staticfiles import finders
 from django.core.files.storage import FileSystemStorage
 from whitenoise.storage import CompressedManifestStaticFilesStorage
 
@@ -36,7 +38,12 @@ class CodexStaticFilesStorage(CompressedManifestStaticFilesStorage):
             return super().url(name, force)
         except ValueError:
             # Only a name the manifest lacks raises here (manifest_strict, Django's default).
-            self._report(name or "")
+            # A name that is no static file at all still raises: WhiteNoise asks about names it
+            # derives from the collected ones (dropping what looks like a hash) and expects
+            # the ValueError for those.
+            if not name or finders.find(urlsplit(name).path) is None:
+                raise
+            self._report(name)
             return FileSystemStorage.url(self, name)
 
     def _report(self, name: str) -> None:

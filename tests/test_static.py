@@ -94,6 +94,15 @@ class NothingCollectedTests(TestCase):
         self.assertIn('href="/static/admin/css/base.css"', page.content.decode())
         self.assertIn("manage.py collectstatic", "\n".join(logged.output))
 
+    def test_a_name_that_is_no_static_file_still_raises_without_a_warning(self) -> None:
+        # WhiteNoise asks about names it derives from collected ones ("select2.full.js" less
+        # what looks like a hash) and relies on the ValueError.
+        from django.contrib.staticfiles.storage import staticfiles_storage
+
+        with override_settings(STATIC_ROOT=self.root, STORAGES=PRODUCTION_STORAGES, WHITENOISE_USE_FINDERS=False):
+            with self.assertRaises(ValueError), self.assertNoLogs("codex_site.staticfiles"):
+                staticfiles_storage.url("admin/js/vendor/select2/select2.js")
+
     def test_a_file_an_older_collection_lacks_is_linked_by_its_plain_name(self) -> None:
         production = override_settings(
             STATIC_ROOT=self.root, STORAGES=PRODUCTION_STORAGES, WHITENOISE_USE_FINDERS=False
