@@ -44,22 +44,28 @@ log() { printf 'try_network: %s\n' "$*" >&2; }
 ns() { echo "$PREFIX-$1"; }
 our_namespaces() { ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^$PREFIX-" || true; }
 
+# stop_pids SECONDS PID...: TERM, up to SECONDS for them to end, then KILL what is left.
+stop_pids() {
+    local seconds=$1 pid alive
+    shift
+    (($#)) || return 0
+    kill -TERM "$@" 2>/dev/null || true
+    for _ in $(seq 1 $((seconds * 10))); do
+        alive=0
+        for pid in "$@"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+        ((alive)) || break
+        sleep 0.1
+    done
+    kill -KILL "$@" 2>/dev/null || true
+}
+
 # Processes still inside our namespaces are ours: stop them by id, then the namespaces.
 remove_namespaces() {
     local name pid pids=()
     for name in $(our_namespaces); do
         for pid in $(ip netns pids "$name" 2>/dev/null); do pids+=("$pid"); done
     done
-    if ((${#pids[@]})); then
-        kill -TERM "${pids[@]}" 2>/dev/null || true
-        for _ in $(seq 1 100); do
-            local alive=0
-            for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
-            ((alive)) || break
-            sleep 0.1
-        done
-        kill -KILL "${pids[@]}" 2>/dev/null || true
-    fi
+    stop_pids 10 "${pids[@]}"
     for name in $(our_namespaces); do ip netns del "$name" 2>/dev/null || true; done
     ip link show "$BRIDGE" >/dev/null 2>&1 && ip link del "$BRIDGE" 2>/dev/null || true
 }
@@ -133,15 +139,7 @@ cleanup() {
         while read -r pid name; do
             [[ "$name" == "$kind"* ]] && kill -0 "$pid" 2>/dev/null && group+=("$pid")
         done <"$PIDS"
-        ((${#group[@]})) || continue
-        kill -TERM "${group[@]}" 2>/dev/null
-        for _ in $(seq 1 200); do
-            local alive=0
-            for pid in "${group[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
-            ((alive)) || break
-            sleep 0.1
-        done
-        kill -KILL "${group[@]}" 2>/dev/null
+        stop_pids 20 "${group[@]}"
     done
     # A postmaster whose Patroni did not stop it is stopped by the pid in its postmaster.pid.
     for pidfile in "$WORK"/db*/data/postmaster.pid; do
