@@ -2,7 +2,6 @@
 each invariant fails on a violation planted for it (and only the invariants it breaks)."""
 
 import copy
-import importlib.util
 import json
 import subprocess
 import sys
@@ -11,18 +10,13 @@ from pathlib import Path
 
 from django.test import SimpleTestCase
 
+from tests import deploy_scripts
+
 ROOT = Path(__file__).resolve().parent.parent
 CHECKER = ROOT / "deploy" / "history_check.py"
 
 
-def load_checker():
-    spec = importlib.util.spec_from_file_location("history_check", CHECKER)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-history_check = load_checker()
+history_check = deploy_scripts.load("history_check")
 
 E1 = "11111111-1111-4111-8111-111111111111"
 E2 = "22222222-2222-4222-8222-222222222222"

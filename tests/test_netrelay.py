@@ -5,7 +5,6 @@ Only lower bounds of time are asserted (a chunk is never passed on before its de
 machine can make the relay later, never earlier."""
 
 import contextlib
-import importlib.util
 import json
 import random
 import shutil
@@ -19,15 +18,10 @@ from pathlib import Path
 
 from django.test import SimpleTestCase
 
+from tests import deploy_scripts
+
 ROOT = Path(__file__).resolve().parent.parent
 RELAY = ROOT / "deploy" / "netrelay.py"
-
-
-def load_relay_module():
-    spec = importlib.util.spec_from_file_location("netrelay", RELAY)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 class EchoServer:
@@ -205,7 +199,7 @@ class NetRelayTest(SimpleTestCase):
 
 class RuleTest(SimpleTestCase):
     def test_a_chunk_is_held_for_the_delay_plus_at_most_the_jitter_and_the_stall(self) -> None:
-        netrelay = load_relay_module()
+        netrelay = deploy_scripts.load("netrelay")
         rng = random.Random(36)
         rule = netrelay.Rule(delay_ms=0.25, jitter_ms=2, stall_probability=0.5, stall_max_ms=300)
         holds = [rule.hold(rng) for _ in range(2000)]
@@ -217,7 +211,7 @@ class RuleTest(SimpleTestCase):
         self.assertEqual({netrelay.Rule().hold(rng) for _ in range(10)}, {0.00025})
 
     def test_the_first_matching_rule_wins_then_the_default(self) -> None:
-        netrelay = load_relay_module()
+        netrelay = deploy_scripts.load("netrelay")
         settings = netrelay.Settings(
             default=netrelay.Rule(delay_ms=1),
             rules=[netrelay.Rule(port=5432, peers=["198.18.36.21"], delay_ms=2), netrelay.Rule(port=5432, delay_ms=3)],
