@@ -893,6 +893,18 @@ class Cost:
     def id_file(self, name: str, ids: list[str]) -> str:
         primary = leader_name(self.topology)
         with self.topology.postgres(primary) as connection:
+            # wrk stops with calls in flight, which the workers still finish: the revisions are
+            # read once they have, or an update of the next slice expects one that moved.
+            connection.autocommit = True
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                busy = connection.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = 'codex' AND state <> 'idle' "
+                    "AND pid <> pg_backend_pid() AND backend_type = 'client backend'"
+                ).fetchone()[0]
+                if not busy:
+                    break
+                time.sleep(0.1)
             rows = dict(
                 connection.execute(
                     "SELECT id::text, revision FROM notebook_entry WHERE id::text = ANY(%s)", [ids]
