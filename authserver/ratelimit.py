@@ -7,6 +7,7 @@ import time
 from dataclasses import dataclass
 
 from django.core.cache import cache
+from django.db import OperationalError
 from django.http import HttpRequest
 
 
@@ -87,8 +88,14 @@ def allow_batched(bucket: str, key: str, *, limit: int, window_seconds: int) -> 
     except ValueError:
         if cache.add(shared_key, pending, timeout=window_seconds + 1):
             count = pending
-        else:  # another process created it meanwhile
-            count = cache.incr(shared_key, pending)
+        else:  # another process created it meanwhile, or the write failed
+            try:
+                count = cache.incr(shared_key, pending)
+            except ValueError:
+                # Neither there nor made: the database cache fails writes silently (its add()
+                # answers False on any database error), so this is the database failing, and
+                # the call answers `unavailable` as for any outage, not `internal`.
+                raise OperationalError("the shared rate-limit counter could not be written") from None
     with _windows_lock:
         if state.window == window:
             state.shared = max(state.shared, count)

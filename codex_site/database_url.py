@@ -25,6 +25,18 @@ import dj_database_url
 # host, a dropped packet) then costs a call this long per host, not minutes; a URL that
 # sets connect_timeout itself wins.
 CONNECT_TIMEOUT_SECONDS = 3
+# Milliseconds data sent on a connection may stay unacknowledged before the kernel drops the
+# connection (libpq's tcp_user_timeout). A database host that vanished, or a network that lost
+# its answers, acknowledges nothing: without it a statement waits for TCP to give up, many
+# minutes, past every client's timeout (deploy/try_network.sh, "application host cut off").
+# With it the call answers `unavailable` after this long and the next one reconnects. A commit
+# waiting for the synchronous standby is not affected: the server's kernel acknowledges the
+# COMMIT at once, whatever the server then waits for.
+TCP_USER_TIMEOUT_MS = 5000
+# An idle connection (persistent, or in the pool) is probed after 10 s of silence, so that one
+# to a host that vanished is found broken before a call picks it (the backend's health check
+# sees the socket's error), instead of costing that call the timeout above.
+KEEPALIVE_OPTIONS = {"keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 3}
 
 _POSTGRES_ENGINES = {"django.db.backends.postgresql", "django.contrib.gis.db.backends.postgis", "codex_site.postgresql"}
 # Django's PostgreSQL backend with a health check that costs no round trip on a quiet
@@ -81,6 +93,9 @@ def database_settings(
             database["ENGINE"] = POSTGRESQL_ENGINE
         options = database.setdefault("OPTIONS", {})
         options.setdefault("connect_timeout", CONNECT_TIMEOUT_SECONDS)
+        options.setdefault("tcp_user_timeout", TCP_USER_TIMEOUT_MS)
+        for name, value in KEEPALIVE_OPTIONS.items():
+            options.setdefault(name, value)
         for name, value in (postgresql_options or {}).items():
             options.setdefault(name, value)
         if pool:

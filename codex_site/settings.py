@@ -171,6 +171,10 @@ CONN_MAX_AGE = envint("CODEX_CONN_MAX_AGE", 60)
 # how many runs on a connection a fast-path statement is prepared on the server (psycopg's
 # prepare_threshold); "none" never prepares (a pgbouncer in transaction mode before 1.21).
 DB_POOL_SIZE = envint("CODEX_DB_POOL_SIZE", 0)
+# PostgreSQL only: the seconds a tool call's database work may take before the call answers
+# `unavailable` (mcp_endpoint.boundary), well inside a client's timeout (30 to 60 s) and
+# nginx's proxy_read_timeout (60 s), whatever the work waits for.
+CODEX_CALL_DEADLINE_SECONDS = envint("CODEX_CALL_DEADLINE_SECONDS", 20)
 _prepare = os.environ.get("CODEX_PG_PREPARE_THRESHOLD", "").strip().lower()
 PG_PREPARE_THRESHOLD = None if _prepare == "none" else envint("CODEX_PG_PREPARE_THRESHOLD", 2)
 if os.environ.get("DATABASE_URL"):
@@ -244,15 +248,13 @@ STATIC_ROOT = VAR_DIR / "static"
 # (cached for a year) and gzip copies, the same under `make run` (which collects first) and
 # in production, where nginx may serve /static/ itself as an optimisation. Not from the
 # finders, even in debug, so that a page that works locally works deployed. (The test
-# runner uses Django's plain storage and the finders: tests do not run collectstatic.)
+# runner uses Django's plain storage and the finders: tests do not run collectstatic.) A name
+# nothing collected is linked plainly, never a 500 (codex_site.staticfiles).
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
-    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+    "staticfiles": {"BACKEND": "codex_site.staticfiles.CodexStaticFilesStorage"},
 }
 WHITENOISE_USE_FINDERS = False
-# Every page links the site's stylesheet: one not collected yet (a server started without
-# `collectstatic`) is linked by its plain name, and the page shows unstyled rather than a 500.
-WHITENOISE_MANIFEST_STRICT = False
 WHITENOISE_AUTOREFRESH = False
 
 LOGIN_URL = "/accounts/login/"

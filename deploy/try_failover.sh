@@ -142,6 +142,7 @@ for i in 1 2 3; do
     node="$WORK/node$i"
     mkdir -p "$node"
     sed -e "s#@NAME@#node$i#g" -e "s#@NODE_DIR@#$node#g" -e "s#@PGBIN@#$PGBIN#g" \
+        -e "s#@LISTEN_HOST@#127.0.0.1#g" -e "s#@CONNECT_HOST@#127.0.0.1#g" \
         -e "s#@PG_PORT@#$((BASE + 100 + i))#g" -e "s#@API_PORT@#$((BASE + 200 + i))#g" -e "s#@ETCD@#$ETCD#g" \
         -e "s#@SUPERUSER_PASSWORD@#$SUPERUSER_PASSWORD#g" -e "s#@REPLICATION_PASSWORD@#$REPLICATION_PASSWORD#g" \
         -e "s#@REWIND_PASSWORD@#$REWIND_PASSWORD#g" \

@@ -5,11 +5,20 @@ import contextvars
 from collections.abc import Callable
 from typing import TypeVar
 
-from django.db import close_old_connections
+from django.conf import settings
+from django.db import OperationalError, close_old_connections
 
 from notebook import transactions
 
 T = TypeVar("T")
+
+
+def _deadline() -> int | None:
+    """The seconds the work may take on PostgreSQL (settings.CODEX_CALL_DEADLINE_SECONDS). None
+    on SQLite: its writers wait on its own busy timeout, and its paths stay as they were."""
+    if "sqlite" in settings.DATABASES["default"]["ENGINE"]:
+        return None
+    return settings.CODEX_CALL_DEADLINE_SECONDS
 
 
 async def run_sync(work: Callable[[], T]) -> T:
@@ -41,7 +50,18 @@ async def run_sync(work: Callable[[], T]) -> T:
             close_old_connections()
 
     context = contextvars.copy_context()
-    result = await asyncio.get_running_loop().run_in_executor(None, context.run, call)
+    work_done = asyncio.get_running_loop().run_in_executor(None, context.run, call)
+    deadline = _deadline()
+    if deadline is None:
+        result = await work_done
+    else:
+        try:
+            result = await asyncio.wait_for(work_done, deadline)
+        except TimeoutError:
+            # Each wait has its own bound (libpq's tcp_user_timeout, connect_timeout), but a
+            # call can chain several, one after the other. The thread finishes on its own
+            # (those bounds); what it did is not acknowledged: `unavailable`, safe to retry.
+            raise OperationalError(f"the database did not answer within {deadline} s") from None
     # The work's writes are committed; it answers once they are on disk (on SQLite, the
     # group sync), and its thread is free meanwhile.
     await pending.wait()

@@ -12,7 +12,14 @@ import dj_database_url
 from django.db import connection
 from django.test import SimpleTestCase
 
-from codex_site.database_url import CONNECT_TIMEOUT_SECONDS, POSTGRESQL_ENGINE, DatabaseURLError, database_settings
+from codex_site.database_url import (
+    CONNECT_TIMEOUT_SECONDS,
+    KEEPALIVE_OPTIONS,
+    POSTGRESQL_ENGINE,
+    TCP_USER_TIMEOUT_MS,
+    DatabaseURLError,
+    database_settings,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 THREE_NODES = (
@@ -35,7 +42,15 @@ class DatabaseURLTest(SimpleTestCase):
         self.assertEqual(database["HOST"], "10.0.0.1,10.0.0.2,10.0.0.3")
         self.assertEqual(database["PORT"], "5432,5433,5434")
         self.assertEqual((database["USER"], database["PASSWORD"], database["NAME"]), ("codex", "s@cret", "codex"))
-        self.assertEqual(database["OPTIONS"], {"target_session_attrs": "read-write", "connect_timeout": 2})
+        self.assertEqual(
+            database["OPTIONS"],
+            {
+                "target_session_attrs": "read-write",
+                "connect_timeout": 2,
+                "tcp_user_timeout": TCP_USER_TIMEOUT_MS,
+                **KEEPALIVE_OPTIONS,
+            },
+        )
         self.assertEqual((database["CONN_MAX_AGE"], database["CONN_HEALTH_CHECKS"]), (60, True))
 
     def test_hosts_may_be_ipv6_or_omit_their_port(self) -> None:
@@ -48,6 +63,8 @@ class DatabaseURLTest(SimpleTestCase):
         url = "postgres://codex:pw@db.internal:5432/codex?sslmode=require"
         expected = dj_database_url.parse(url, conn_max_age=60, conn_health_checks=True)
         expected["OPTIONS"]["connect_timeout"] = CONNECT_TIMEOUT_SECONDS
+        expected["OPTIONS"]["tcp_user_timeout"] = TCP_USER_TIMEOUT_MS
+        expected["OPTIONS"].update(KEEPALIVE_OPTIONS)
         expected["ENGINE"] = POSTGRESQL_ENGINE
         self.assertEqual(database_settings(url, conn_max_age=60), expected)
 
@@ -76,6 +93,18 @@ class DatabaseURLTest(SimpleTestCase):
         self.assertEqual(database_settings(THREE_NODES, conn_max_age=0)["OPTIONS"]["connect_timeout"], 2)
         self.assertNotIn("OPTIONS", database_settings("sqlite:////tmp/x.sqlite3", conn_max_age=0))
 
+    def test_every_postgresql_url_bounds_an_unanswered_connection_and_its_own_values_win(self) -> None:
+        # A database host that vanished (or a network that loses its answers) acknowledges
+        # nothing: without these, a statement waits for TCP to give up, many minutes.
+        options = database_settings("postgres://u@db/codex", conn_max_age=0)["OPTIONS"]
+        self.assertEqual(options["tcp_user_timeout"], TCP_USER_TIMEOUT_MS)
+        self.assertLess(TCP_USER_TIMEOUT_MS, 10_000)  # well inside a client's 30 s
+        self.assertEqual(options["keepalives"], 1)
+        own = database_settings("postgres://u@db/codex?tcp_user_timeout=20000&keepalives_idle=30", conn_max_age=0)
+        self.assertEqual(own["OPTIONS"]["tcp_user_timeout"], 20000)
+        self.assertEqual(own["OPTIONS"]["keepalives_idle"], 30)
+        self.assertNotIn("OPTIONS", database_settings("sqlite:////tmp/x.sqlite3", conn_max_age=0))
+
     def test_a_list_of_hosts_for_another_database_or_an_unreadable_host_is_refused(self) -> None:
         with self.assertRaisesMessage(DatabaseURLError, "PostgreSQL only"):
             database_settings("mysql://u:p@db1:3306,db2:3306/codex", conn_max_age=0)
@@ -95,7 +124,16 @@ with connection.cursor() as cursor:
     cursor.execute("SHOW transaction_read_only")
     read_only = cursor.fetchone()[0]
 pooled = connection.pool is not None
-print(json.dumps({"port": connection.connection.info.port, "read_only": read_only, "pooled": pooled}))
+# What libpq set on the connection's socket (from the options, on TCP only).
+import socket
+probe = socket.socket(fileno=__import__("os").dup(connection.connection.pgconn.socket))
+tcp = {
+    "user_timeout": probe.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT),
+    "keepalive": probe.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE),
+    "keepalive_idle": probe.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE),
+}
+probe.close()
+print(json.dumps({"port": connection.connection.info.port, "read_only": read_only, "pooled": pooled, "tcp": tcp}))
 """
 
 
@@ -105,6 +143,8 @@ class MultiHostConnectionTest(SimpleTestCase):
 
     databases = {"default"}
     READ_ONLY_ROLE = "codex_read_only_probe"
+    # The defaults (codex_site.database_url), as the kernel holds them for the socket.
+    TCP = {"user_timeout": 5000, "keepalive": 1, "keepalive_idle": 10}
 
     def connect(self, url: str, **variables: str) -> subprocess.CompletedProcess:
         environment = {key: value for key, value in os.environ.items() if key != "CODEX_DB_POOL_SIZE"}
@@ -129,13 +169,13 @@ class MultiHostConnectionTest(SimpleTestCase):
         result = self.connect(self.url(f"{DEAD_NODE},{self.server()}"))
         self.assertEqual(result.returncode, 0, result.stderr)
         expected = {"port": int(connection.settings_dict["PORT"]), "read_only": "off", "pooled": False}
-        self.assertEqual(json.loads(result.stdout), expected)
+        self.assertEqual(json.loads(result.stdout), {**expected, "tcp": self.TCP})
 
     def test_a_pool_skips_a_dead_first_host_too(self) -> None:
         result = self.connect(self.url(f"{DEAD_NODE},{self.server()}"), CODEX_DB_POOL_SIZE="2")
         self.assertEqual(result.returncode, 0, result.stderr)
         expected = {"port": int(connection.settings_dict["PORT"]), "read_only": "off", "pooled": True}
-        self.assertEqual(json.loads(result.stdout), expected)
+        self.assertEqual(json.loads(result.stdout), {**expected, "tcp": self.TCP})
 
     def test_read_write_refuses_a_read_only_session_that_any_accepts(self) -> None:
         # A standby's sessions are read-only; so are this role's, which lets one server show

@@ -1,12 +1,14 @@
 """The tool boundary: whatever goes wrong inside, the client gets a contract error, never internals."""
 
 import dataclasses
+import threading
 from unittest import mock
 
 from django.db import OperationalError
+from django.test import override_settings
 
 from mcp_endpoint.tools import TOOLS_BY_NAME
-from tests.base import GrantTestCase
+from tests.base import GrantTestCase, on_postgres
 from tests.http_client import call_tool
 from tests.live import LiveServerTestCase
 
@@ -52,3 +54,34 @@ class TokenCheckOutageTest(LiveServerTestCase):
         self.assertEqual(response.status_code, 503)
         self.assertNotIn("db down", response.text)
         self.assertEqual(response.headers["retry-after"], "5")
+
+
+class DeadlineTest(GrantTestCase):
+    """On PostgreSQL a tool call's database work has a deadline (CODEX_CALL_DEADLINE_SECONDS):
+    whatever it waits for (a host whose answers are lost, connection attempts one after the
+    other, a commit waiting for a standby), the client gets `unavailable` before its own
+    timeout instead of no answer. try_network.sh saw one call wait past the client's 30 s."""
+
+    def test_work_still_waiting_at_the_deadline_answers_unavailable(self) -> None:
+        if not on_postgres():
+            self.skipTest("the deadline is PostgreSQL's (SQLite's writers wait on their own busy timeout)")
+        released = threading.Event()
+        # Let go well after the deadline: without it the call answers success then (and the
+        # event loop's executor, shut down at the end of the call, waits for this thread).
+        timer = threading.Timer(3, released.set)
+        timer.start()
+        self.addCleanup(timer.cancel)
+
+        def stuck(*args, **kwargs):
+            released.wait(30)
+            return {"entries": []}
+
+        tool = dataclasses.replace(TOOLS_BY_NAME["field_notes_search"], adapter=stuck)
+        with (
+            mock.patch.dict(TOOLS_BY_NAME, {"field_notes_search": tool}),
+            override_settings(CODEX_CALL_DEADLINE_SECONDS=1),
+            self.assertLogs("mcp_endpoint.results", "WARNING") as logged,
+        ):
+            error = self.call_error("field_notes_search", {})
+        self.assertEqual(error["code"], "unavailable")
+        self.assertIn("did not answer within 1 s", "\n".join(logged.output))

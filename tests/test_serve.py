@@ -2,6 +2,7 @@
 proxies, and a concurrency limit that answers 503."""
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -35,6 +36,20 @@ class ArgumentsTest(SimpleTestCase):
         self.assertGreaterEqual(int(uvicorn_args({})[uvicorn_args({}).index("--limit-concurrency") + 1]), 16)
         with self.assertRaises(SystemExit):
             uvicorn_args({"CODEX_LIMIT_CONCURRENCY": "many"})
+
+
+class ProxyKeepAliveTest(SimpleTestCase):
+    def test_nginx_lets_an_idle_connection_to_a_worker_go_before_the_worker_does(self) -> None:
+        # A worker closes an idle connection after its keep-alive; nginx reusing one just then
+        # gets no answer, and a POST (every tool call) is not retried: the client gets a 502
+        # (seen once in deploy/try_network.sh). So nginx gives its idle ones up first.
+        conf = (ROOT / "deploy" / "nginx" / "agent-codex.conf").read_text()
+        upstream = re.search(r"upstream agent_codex \{(.*?)\}", conf, re.S).group(1)
+        nginx_idle = re.search(r"^\s*keepalive_timeout\s+(\d+)s;", upstream, re.M)
+        self.assertIsNotNone(nginx_idle, "the upstream block sets no keepalive_timeout (nginx's default is 60 s)")
+        args = uvicorn_args({})
+        worker_idle = int(args[args.index("--timeout-keep-alive") + 1])
+        self.assertLess(int(nginx_idle.group(1)), worker_idle)
 
 
 class ServedProcessTest(SimpleTestCase):
