@@ -19,8 +19,12 @@ from codex_site.settings import public_url_settings
 BOTH_SCOPES = ("notes:read", "notes:write")
 
 
-class LiveServer:
-    def __init__(self) -> None:
+class ThreadedServer:
+    """uvicorn serving ``app`` on 127.0.0.1 and an ephemeral port, in a thread of this process."""
+
+    def __init__(self, app: Any = None, *, lifespan: str = "on") -> None:
+        self.app = app
+        self.lifespan = lifespan
         self.socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.socket.bind(("127.0.0.1", 0))
@@ -30,7 +34,7 @@ class LiveServer:
         self.thread: threading.Thread | None = None
 
     def start(self) -> None:
-        config = uvicorn.Config(build_application(), lifespan="on", log_level="warning", access_log=False)
+        config = uvicorn.Config(self.app, lifespan=self.lifespan, log_level="warning", access_log=False)
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.socket]}, daemon=True)
         self.thread.start()
@@ -46,6 +50,14 @@ class LiveServer:
         if self.thread is not None:
             self.thread.join(timeout=20)
         self.socket.close()
+
+
+class LiveServer(ThreadedServer):
+    """The real application (the test process's database), served by a real uvicorn."""
+
+    def start(self) -> None:
+        self.app = build_application()
+        super().start()
 
 
 class LiveServerTestCase(TransactionTestCase):
