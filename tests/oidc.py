@@ -1,6 +1,7 @@
 """A real OpenID Connect provider on loopback for the single sign-on tests: panva's
 ``oidc-provider`` (npm, OpenID-certified, pinned with its lock file in
-``tests/oidc_provider/``), run by Node.js as a second process on an ephemeral port.
+``tests/oidc_provider/``), run by Node.js as a second process on a port that
+``tests.served.free_port`` picks.
 
 It is installed once into ``var/`` with ``npm ci`` by the first test that needs it. Without
 Node.js and npm the single sign-on tests skip, unless ``CODEX_REQUIRE_NODE=1`` (CI sets it)
@@ -8,9 +9,9 @@ makes that a failure. Node 20.19 or later runs it; with an older ``node`` on the
 ``npx -y -p node@22`` brings one.
 """
 
+import hashlib
 import json
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -20,35 +21,34 @@ from typing import Any
 from django.conf import settings
 
 from authserver.sso_config import allauth_providers, parse_providers
-from tests.served import missing
+from tests.served import free_port, install_once, missing, stop
 
 SOURCE = Path(__file__).resolve().parent / "oidc_provider"
 VERSION = json.loads((SOURCE / "package.json").read_text())["dependencies"]["oidc-provider"]
 
 
-def _prefix() -> Path:
-    return Path(settings.BASE_DIR) / "var" / f"oidc-provider-{VERSION}"
-
-
 def install() -> Path:
-    """``var/oidc-provider-<version>/node_modules``, installed from the lock file if missing."""
-    prefix = _prefix()
-    lock = (SOURCE / "package-lock.json").read_text()
-    modules = prefix / "node_modules"
-    installed = prefix / "package-lock.json"
-    if (modules / "oidc-provider").is_dir() and installed.is_file() and installed.read_text() == lock:
-        return modules
+    """``var/oidc-provider-<version>-<lock>/node_modules``, installed from the lock file once
+    (``tests.served.install_once``: the SQLite and PostgreSQL runs side by side never see half
+    of one). The lock file's digest is in the name, so a changed lock installs anew."""
+    lock = (SOURCE / "package-lock.json").read_bytes()
     npm = shutil.which("npm")
-    if npm is None:
-        missing(
-            "the single sign-on tests need npm for oidc-provider (apt-get install npm)",
-            required_by="CODEX_REQUIRE_NODE",
+
+    def npm_ci(directory: Path) -> None:
+        if npm is None:
+            missing(
+                "the single sign-on tests need npm for oidc-provider (apt-get install npm)",
+                required_by="CODEX_REQUIRE_NODE",
+            )
+        for name in ("package.json", "package-lock.json"):
+            shutil.copyfile(SOURCE / name, directory / name)
+        subprocess.run(
+            [npm, "ci", "--no-audit", "--no-fund"], cwd=directory, check=True, capture_output=True, timeout=600
         )
-    prefix.mkdir(parents=True, exist_ok=True)
-    for name in ("package.json", "package-lock.json"):
-        shutil.copyfile(SOURCE / name, prefix / name)
-    subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=prefix, check=True, capture_output=True, timeout=600)
-    return modules
+
+    digest = hashlib.sha256(lock).hexdigest()[:12]
+    target = Path(settings.BASE_DIR) / "var" / f"oidc-provider-{VERSION}-{digest}"
+    return install_once(target, npm_ci) / "node_modules"
 
 
 def node_command() -> list[str]:
@@ -65,12 +65,6 @@ def node_command() -> list[str]:
             required_by="CODEX_REQUIRE_NODE",
         )
     return [npx, "-y", "-p", "node@22", "node"]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 class OIDCProvider:
@@ -106,12 +100,7 @@ class OIDCProvider:
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
+            stop(self.process, timeout=10)
         if self.process is not None and self.process.stdout:
             self.process.stdout.close()
         self.directory.cleanup()

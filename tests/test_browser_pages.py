@@ -21,7 +21,8 @@ from tests.base import connect_application
 from tests.browser import VIEWPORTS, BrowserPages, PageChecks, headless_chromium
 from tests.live import LiveServerTestCase
 from tests.oauth_helpers import authorization_url, pkce_pair, register_client
-from tests.oidc import free_port, sso_settings
+from tests.oidc import sso_settings
+from tests.served import free_port
 
 LONG_WORD = "Pneumonoultramicroscopicsilicovolcanoconiosis" * 2
 LONG_TAG = ("field-notes-" * 6)[:64]

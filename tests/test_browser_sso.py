@@ -14,7 +14,8 @@ from selenium.webdriver.support import expected_conditions
 from tests.browser import BrowserPages, PageChecks, headless_chromium
 from tests.live import LiveServerTestCase
 from tests.oauth_helpers import authorization_url, pkce_pair, register_client
-from tests.oidc import OIDCProvider, free_port, sso_settings
+from tests.oidc import OIDCProvider, sso_settings
+from tests.served import free_port
 
 CLIENT_ID = "agent-codex"
 CLIENT_SECRET = "agent-codex-test-secret"
