@@ -21,21 +21,19 @@ PY=${PY:-.venv/bin/python}
 logs=var/test-logs
 mkdir -p "$logs"
 
-sqlite_run() {
-    env -u DATABASE_URL "$PY" manage.py test --noinput "$@" || return
-    if [[ $# -eq 0 ]]; then
-        echo "==> the fast path off (CODEX_FAST_PATH=0) on SQLite"
-        # shellcheck disable=SC2086
-        env -u DATABASE_URL CODEX_FAST_PATH=0 "$PY" manage.py test --noinput $FAST_PATH_OFF_TESTS
-    fi
-}
+# How each database's run starts a command: SQLite in the checkout, PostgreSQL on its cluster.
+sqlite() { env -u DATABASE_URL "$@"; }
+postgresql() { bash scripts/with_postgres.sh "$@"; }
 
-postgresql_run() {
-    bash scripts/with_postgres.sh "$PY" manage.py test --noinput "$@" || return
+# suite DATABASE [TEST_ARGS...]: the suite on DATABASE, then (without TEST_ARGS) the fast path off.
+suite() {
+    local database=$1
+    shift
+    "$database" "$PY" manage.py test --noinput "$@" || return
     if [[ $# -eq 0 ]]; then
-        echo "==> the fast path off (CODEX_FAST_PATH=0) on PostgreSQL"
+        echo "==> the fast path off (CODEX_FAST_PATH=0) on $database"
         # shellcheck disable=SC2086
-        CODEX_FAST_PATH=0 bash scripts/with_postgres.sh "$PY" manage.py test --noinput $FAST_PATH_OFF_TESTS
+        CODEX_FAST_PATH=0 "$database" "$PY" manage.py test --noinput $FAST_PATH_OFF_TESTS
     fi
 }
 
@@ -60,10 +58,10 @@ pids=()
 for name in "${names[@]}"; do
     echo "==> tests on $name (log: $logs/$name.log)"
     if [[ "${CODEX_TEST_SERIAL:-}" == "1" ]]; then
-        "${name}_run" "$@" >"$logs/$name.log" 2>&1
+        suite "$name" "$@" >"$logs/$name.log" 2>&1
         echo $? >"$logs/$name.status"
     else
-        ("${name}_run" "$@" >"$logs/$name.log" 2>&1; echo $? >"$logs/$name.status") &
+        (suite "$name" "$@" >"$logs/$name.log" 2>&1; echo $? >"$logs/$name.status") &
         pids+=($!)
     fi
 done
