@@ -31,8 +31,13 @@ from authserver.sso_config import provider_origins
 logger = logging.getLogger(__name__)
 
 
+def provider_names() -> dict[str, str]:
+    """Each single sign-on provider's display name, by its id (in the operator's order)."""
+    return {provider["id"]: provider["name"] for provider in settings.CODEX_SSO_PROVIDERS}
+
+
 def sso_providers() -> list[dict[str, str]]:
-    return [{"id": provider["id"], "name": provider["name"]} for provider in settings.CODEX_SSO_PROVIDERS]
+    return [{"id": provider_id, "name": name} for provider_id, name in provider_names().items()]
 
 
 def leading_to_providers(respond: Callable[[], HttpResponse]) -> HttpResponse:
@@ -86,9 +91,9 @@ def account_page(request: HttpRequest) -> HttpResponse:
     authenticators = {kind: 0 for kind in ("totp", "webauthn", "recovery_codes")}
     for kind in Authenticator.objects.filter(user=user).values_list("type", flat=True):
         authenticators[kind] = authenticators.get(kind, 0) + 1
-    providers = {provider["id"]: provider["name"] for provider in settings.CODEX_SSO_PROVIDERS}
+    names = provider_names()
     linked = [
-        providers.get(account.provider, account.provider)
+        names.get(account.provider, account.provider)
         for account in SocialAccount.objects.filter(user=user).order_by("provider")
     ]
     context = {
@@ -133,11 +138,11 @@ def _sso_signed_in_again(view):
     def checked(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         if request.user.has_usable_password() or _signed_in_through_provider_lately(request):
             return view(request, *args, **kwargs)
-        providers = {provider["id"]: provider["name"] for provider in settings.CODEX_SSO_PROVIDERS}
+        names = provider_names()
         linked = [
-            {"id": account.provider, "name": providers[account.provider]}
+            {"id": account.provider, "name": names[account.provider]}
             for account in SocialAccount.objects.filter(user=request.user).order_by("provider")
-            if account.provider in providers
+            if account.provider in names
         ]
         context = {"providers": linked, "next": request.path}
         return leading_to_providers(lambda: render(request, "account/sso_reauthenticate.html", context))
