@@ -23,10 +23,6 @@ def request_id(message: Any) -> Any:
     return found if isinstance(found, str | int) and not isinstance(found, bool) else None
 
 
-def _has_request_id(message: dict[str, Any]) -> bool:
-    return request_id(message) is not None
-
-
 def _why(message: Any) -> str:
     """Why ``message``, which the SDK's adapter refused, is not JSON-RPC: the first rule it breaks."""
     if not isinstance(message, dict):
@@ -40,7 +36,7 @@ def _why(message: Any) -> str:
             return 'A request\'s "params" must be an object (MCP passes parameters by name)'
         return 'A request\'s "id" must be a string or an integer (or absent, for a notification)'
     if "result" in message or "error" in message:
-        if "result" in message and not _has_request_id(message):
+        if "result" in message and request_id(message) is None:
             return 'A response\'s "id" must be the string or integer of the request it answers'
         if "result" in message:
             return 'A response\'s "result" must be an object'
