@@ -140,11 +140,13 @@ def codex_list(request: HttpRequest) -> HttpResponse:
     if page.next_cursor:
         query["cursor"] = page.next_cursor
         context["next_url"] = f"{reverse('mycodex:list')}?{query.urlencode()}"
-    # The total is the count the services keep on the codex row (notebook.quotas), not a COUNT.
-    whole = params.cursor is None and not page.next_cursor and not params.filtered and written_by is None
-    context.update(page=page, order=order, filtered=params.filtered, total=codex.entry_count, whole=whole)
     # One page holds every match: "on this page" would suggest more pages.
-    context["only_page"] = params.cursor is None and not page.next_cursor
+    only_page = params.cursor is None and not page.next_cursor
+    # The total is the count the services keep on the codex row (notebook.quotas), not a COUNT.
+    whole = only_page and not params.filtered and written_by is None
+    context.update(
+        page=page, order=order, filtered=params.filtered, total=codex.entry_count, whole=whole, only_page=only_page
+    )
     return render(request, "mycodex/list.html", context)
 
 
