@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import IO
 from urllib.parse import quote
@@ -42,8 +43,6 @@ def collected_static(environ: dict[str, str]) -> Path:
     server (``make run`` does): made once per test run, shared by every server process."""
     global _collected
     if _collected is None:
-        import tempfile
-
         var_dir = Path(tempfile.mkdtemp(prefix="codex-collected-"))
         subprocess.run(
             [sys.executable, "manage.py", "collectstatic", "--noinput", "-v", "0"],
