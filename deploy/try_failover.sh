@@ -147,6 +147,7 @@ for i in 1 2 3; do
         -e "s#@SUPERUSER_PASSWORD@#$SUPERUSER_PASSWORD#g" -e "s#@REPLICATION_PASSWORD@#$REPLICATION_PASSWORD#g" \
         -e "s#@REWIND_PASSWORD@#$REWIND_PASSWORD#g" \
         "$ROOT/deploy/patroni/patroni.yml.in" >"$node/patroni.yml"
+    cp "$ROOT/deploy/patroni/pg_service.conf" "$node/pg_service.conf"
     chown -R "$PG_OS_USER": "$node"
     chmod 700 "$node"
 done
@@ -158,7 +159,8 @@ done
 
 log "3 Patroni nodes: PostgreSQL on 127.0.0.1:$((BASE + 101))-$((BASE + 103)), REST on :$((BASE + 201))-$((BASE + 203))"
 for i in 1 2 3; do
-    start_as_pg "node$i/patroni" patroni "$WORK/node$i/patroni.yml"
+    start_as_pg "node$i/patroni" env PGSERVICEFILE="$WORK/node$i/pg_service.conf" PGSERVICE=agent-codex-node \
+        patroni "$WORK/node$i/patroni.yml"
     NODE_PIDS+=($!)
     # The first node bootstraps the cluster; the others copy it, so start them after.
     if [[ $i == 1 ]]; then
@@ -220,7 +222,7 @@ FAILOVER_TOKEN="$TOKEN" "$PY" "$ROOT/deploy/failover_probe.py" \
     --worker "http://127.0.0.1:$W1" --worker "http://127.0.0.1:$W2" \
     --worker-pids "${WORKER_PIDS[0]},${WORKER_PIDS[1]}" \
     --patronictl "${PATRONICTL[*]}" \
-    --restart-node "${AS_PG[*]} patroni $WORK/{name}/patroni.yml" \
+    --restart-node "${AS_PG[*]} env PGSERVICEFILE=$WORK/{name}/pg_service.conf PGSERVICE=agent-codex-node patroni $WORK/{name}/patroni.yml" \
     "${nodes[@]}" || rc=$?
 if ((rc)); then
     grep -h -E "ERROR|Traceback" "$WORK"/worker-*.log | sort | uniq -c | sort -rn | head -20 >&2 || true

@@ -250,13 +250,15 @@ for db in db1 db2 db3; do
         -e "s#@SUPERUSER_PASSWORD@#$SUPERUSER_PASSWORD#g" -e "s#@REPLICATION_PASSWORD@#$REPLICATION_PASSWORD#g" \
         -e "s#@REWIND_PASSWORD@#$REWIND_PASSWORD#g" \
         "$ROOT/deploy/patroni/patroni.yml.in" >"$node/patroni.yml"
+    cp "$ROOT/deploy/patroni/pg_service.conf" "$node/pg_service.conf"
     chown -R postgres: "$node"
     chmod 700 "$node"
 done
 patroni_api() { in_ns client "$PY" -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' "$1"; }
 log "Patroni: db1 bootstraps, then db2 and db3 copy it"
 for db in db1 db2 db3; do
-    start "patroni-$db" "$db" --as-postgres env HOME="$WORK/$db" patroni "$WORK/$db/patroni.yml"
+    start "patroni-$db" "$db" --as-postgres env HOME="$WORK/$db" PGSERVICEFILE="$WORK/$db/pg_service.conf" \
+        PGSERVICE=agent-codex-node patroni "$WORK/$db/patroni.yml"
     if [[ $db == db1 ]]; then
         wait_for "db1 to bootstrap" 120 patroni_api "http://$NET.31:8008/primary"
     fi
@@ -398,7 +400,8 @@ for db in ("db1", "db2", "db3"):
     databases[db] = {
         "data_dir": f"{work}/{db}/data",
         "patroni": f"http://{hosts[db]['address']}:8008",
-        "patroni_argv": ["env", f"HOME={work}/{db}", "patroni", f"{work}/{db}/patroni.yml"],
+        "patroni_argv": ["env", f"HOME={work}/{db}", f"PGSERVICEFILE={work}/{db}/pg_service.conf",
+                         "PGSERVICE=agent-codex-node", "patroni", f"{work}/{db}/patroni.yml"],
         "etcd_argv": open(f"{work}/{db}/etcd.argv").read().split("\n")[:-1],
     }
 json.dump({
