@@ -30,6 +30,7 @@ log() { printf 'try_failover: %s\n' "$*" >&2; }
 need=()
 command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
 [[ -x "$PGBIN/postgres" ]] || need+=(postgresql-15)
+/usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || need+=(python3-venv) # Patroni's (install.sh)
 if ((${#need[@]})); then
     [[ $(id -u) == 0 ]] || { log "need root to apt-get install ${need[*]}"; exit 3; }
     # The Debian packages would start a default cluster and etcd of their own; this run
