@@ -464,12 +464,20 @@ class Probe:
         log(f"{row.name}: {row.detail} ({row.end - row.start:.1f} s) {'; '.join(row.notes)}")
 
     def blackhole(self, host: str, targets: list[str], add: bool = True) -> None:
-        for target in targets:
-            done = self.topology.run_in(
-                host, "ip", "route", "add" if add else "del", "blackhole", self.topology.address(target)
-            )
-            if done.returncode and add:
-                raise SystemExit(f"network_probe: blackhole on {host}: {done.stderr.strip()}")
+        """Routes on ``host`` that drop its packets to ``targets``, added (or removed) by one
+        ``ip -batch``: they take effect together, not one fork apart each on a busy machine."""
+        verb = "add" if add else "del"
+        commands = "".join(f"route {verb} blackhole {self.topology.address(target)}\n" for target in targets)
+        done = subprocess.run(
+            ["ip", "-n", self.topology.hosts[host]["namespace"], "-force", "-batch", "-"],
+            input=commands,
+            capture_output=True,
+            text=True,
+            timeout=15,
+            check=False,
+        )
+        if done.returncode and add:
+            raise SystemExit(f"network_probe: blackhole on {host}: {done.stderr.strip()}")
 
     def partition(self, side: list[str], other: list[str], add: bool = True) -> None:
         """Cut (or heal) every path between the hosts of ``side`` and those of ``other``, both ways."""
