@@ -448,6 +448,7 @@ class Probe:
         self.faults: list[FaultRow] = []
         self.isolated_writes: list[str] = []  # what a direct INSERT on an isolated primary got
         self.last_failover: tuple[str, str] | None = None  # (old primary, new primary) of the latest
+        self.rewinds_before_failover: dict[str, int] = {}  # each node's pg_rewind count before it
 
     # -- helpers ---------------------------------------------------------------------------
     def record_fault(self, row: FaultRow) -> None:
@@ -580,6 +581,7 @@ class Probe:
             return row
         old = leader_name(self.topology)
         others = [db for db in self.topology.databases if db != old]
+        self.rewinds_before_failover = {db: self.topology.rewinds(db) for db in self.topology.databases}
         row.start = self.history.now()
         self.partition([old], others)
         writer = threading.Thread(target=self.write_on_isolated_primary, args=(old,), daemon=True)
@@ -684,7 +686,7 @@ class Probe:
         if left:
             row.notes.append("the failover of the fault before")
         else:
-            rewinds = {db: self.topology.rewinds(db) for db in self.topology.databases}
+            self.rewinds_before_failover = {db: self.topology.rewinds(db) for db in self.topology.databases}
             if not self.arrange_whole(row):
                 return row
             if self.fail_over() is None:
@@ -696,10 +698,10 @@ class Probe:
                 self.just_after_failover,
             ):
                 return row
-            old = self.last_failover[0]
-            row.notes.append(
-                f"failover made for it; {old} rewound: {'yes' if self.topology.rewinds(old) > rewinds[old] else 'no'}"
-            )
+            row.notes.append("a failover made for it")
+        old = self.last_failover[0]
+        rewound = self.topology.rewinds(old) > self.rewinds_before_failover.get(old, 0)
+        row.notes.append(f"{old} rewound (pg_rewind) before it streamed again: {'yes' if rewound else 'no'}")
         primary, standby, rejoined = self.roles()
         row.detail = f"{self.last_failover[0]} -> {primary}; {standby} silent; {rejoined} (the old primary) synchronous"
         row.start = self.history.now()
