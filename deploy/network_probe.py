@@ -13,7 +13,14 @@ result. The faults, one after the other (``FAULTS``):
 - the primary partitioned away from both replicas and the etcd majority, while the
   application hosts still reach it; meanwhile a direct ``INSERT`` on it must never succeed;
 - an application host cut off from every database host, then healed;
+- just after the partition's failover, with the old primary rewound and streaming again, the
+  synchronous standby silent (blackholed: no reset), so Patroni must name the old primary
+  within 20 s (issue 46; the fault makes its own failover when the one before did not leave
+  that state);
 - the synchronous replica cut off (its link down), so Patroni must pick the other one;
+- the synchronous standby silent while the other replica restarts (its postmaster killed), so
+  that no healthy candidate exists: writes wait or are refused, never past the client's
+  timeout, and resume within 20 s;
 - a flaky link between the application hosts and the primary for a minute (the primary's
   relay stalls chunks up to a few hundred milliseconds and varies the delay);
 - one etcd member lost, then a second (the majority): writes stop, and must resume within
@@ -21,7 +28,10 @@ result. The faults, one after the other (``FAULTS``):
 - the primary's postmaster killed three times, then a whole node lost (Patroni and
   PostgreSQL killed, started again once a new primary is up).
 
-Afterwards the final state is read from every node, straight from PostgreSQL, and
+Each fault first waits for the state it is about (the cluster whole, etcd healthy, the
+failover's aftermath) and reads the roles it acts on from the cluster then; a state not reached
+is a harness error that names it (the fault is not run; exit status 4, where a product failure
+is 1). Afterwards the final state is read from every node, straight from PostgreSQL, and
 deploy/history_check.py checks the history against it.
 
 **Cost**: wrk (scripts/bench_mcp.lua) through the load balancer per tool, with two application
