@@ -7,7 +7,7 @@
 #                                                            (2 uvicorn workers each)
 #        ──> db1 198.18.36.31, db2 .32, db3 .33 (each: PostgreSQL 15 under Patroni, an etcd member)
 #
-#   bash deploy/try_network.sh             # faults, checker and network cost (about 10 minutes)
+#   bash deploy/try_network.sh             # faults, checker and network cost (11 to 13 minutes)
 #   bash deploy/try_network.sh --faults    # only the faults and the checker
 #   bash deploy/try_network.sh --cost      # only the network cost
 #   bash deploy/try_network.sh --clean     # remove what a killed run left (its namespaces)
