@@ -8,7 +8,9 @@ browser a failure instead.
 Screenshots go to ``var/screenshots/`` (ignored by git) so a person can look at each page.
 """
 
+import secrets
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -97,40 +99,50 @@ class BrowserPages:
 
     def sign_in(self, next_path: str = "/codex/", username: str = "alice") -> None:
         from selenium.webdriver.common.by import By
-        from selenium.webdriver.support import expected_conditions
 
         self.web.get(self.live.base_url + next_path)
-        self.wait().until(expected_conditions.url_contains("/accounts/login/"))
+        self.wait_for_page_showing(By.CSS_SELECTOR, "form button[type=submit].primary")  # the sign-in form
         self.web.find_element(By.ID, "id_login").send_keys(username)
         self.web.find_element(By.ID, "id_password").send_keys(f"{username}-password")
-        self.web.find_element(By.CSS_SELECTOR, "button[type=submit].primary").click()
-        # The sign-in page has an h1 too: first wait for the next page to have loaded, or a
-        # test may read the old one.
-        self.wait_for_page_after("/accounts/login/")
-        self.wait().until(expected_conditions.presence_of_element_located((By.TAG_NAME, "h1")))
+        self.to_next_page(self.web.find_element(By.CSS_SELECTOR, "button[type=submit].primary").click)
 
-    def wait_for_page_after(self, path: str) -> None:
-        """Wait until the browser has left the page at ``path`` and the next one has loaded: a
-        wait for an element both pages may have could otherwise find it on the old one."""
-        self.wait().until(_loaded_past(path))
+    def wait_for_page_showing(self, by: str, value: str) -> Any:
+        """The element the page shows, once its document has loaded (the element found)."""
+        return self.wait().until(_page_showing(None, by, value))
+
+    def to_next_page(self, act: Callable[[], object], by: str = "tag name", value: str = "main") -> Any:
+        """Do ``act`` (a click or submit that loads another document), then wait until the
+        document it left has been replaced, the new one has loaded, and it shows ``value``
+        (``main`` by default; the element found is returned).
+
+        Neither the URL nor ``document.readyState`` alone tells which document is there: a form
+        that fails comes back at the same URL, a redirect passes through others, and the old
+        page's readyState is "complete" too until the new one replaces it. So the page is
+        marked before ``act`` (a property of its window, which a new document does not have)
+        and the wait is for an unmarked, loaded page that shows the element."""
+        marker = secrets.token_hex(8)
+        self.web.execute_script("window.codexTestPage = arguments[0]", marker)
+        act()
+        return self.wait().until(_page_showing(marker, by, value))
 
 
-def _loaded_past(path: str):
-    """A wait condition: the browser has left ``path`` and the next document has loaded.
+def _page_showing(marker: str | None, by: str, value: str):
+    """A wait condition: the document in the window is not the one marked ``marker``, it has
+    loaded, and it holds an element found by ``by``/``value`` (that element, or False).
 
-    Not Selenium's ``staleness_of`` on the old page: asked while the old document is being
-    replaced, Chromium may answer "Node with given id does not belong to the document", an
-    error that ``staleness_of`` does not take for staleness, and the wait raises it. Any
-    browser error while a page is being replaced here means "not yet"."""
-    from urllib.parse import urlsplit
-
+    Any browser error while a page is being replaced means "not yet": asked then, Chromium may
+    answer "Node with given id does not belong to the document", which Selenium's own
+    ``staleness_of`` does not take for staleness."""
     from selenium.common.exceptions import WebDriverException
 
-    def condition(web) -> bool:
+    def condition(web) -> Any:
         try:
-            if urlsplit(web.current_url).path.startswith(path):
+            if marker is not None and web.execute_script("return window.codexTestPage") == marker:
                 return False
-            return web.execute_script("return document.readyState") == "complete"
+            if web.execute_script("return document.readyState") != "complete":
+                return False
+            found = web.find_elements(by, value)
+            return found[0] if found else False
         except WebDriverException:
             return False
 

@@ -12,7 +12,6 @@ from allauth.mfa.totp.internal import auth as totp_auth
 from django.test import override_settings
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.virtual_authenticator import Protocol, Transport, VirtualAuthenticatorOptions
-from selenium.webdriver.support import expected_conditions
 
 from tests.browser import BrowserPages, PageChecks, headless_chromium
 from tests.clocks import SignInClock
@@ -36,19 +35,16 @@ class SecondFactorTest(BrowserPages, PageChecks, LiveServerTestCase):
 
     def go(self, path: str) -> None:
         self.web.get(self.base + path)
-        self.wait().until(lambda web: web.execute_script("return document.readyState") == "complete")
+        self.wait_for_page_showing(By.TAG_NAME, "main")
 
     def click(self, text: str) -> None:
-        here = self.web.current_url
-        self.web.find_element(By.XPATH, f"//*[self::a or self::button][normalize-space()='{text}']").click()
-        self.wait().until(lambda web: web.current_url != here or web.find_elements(By.CSS_SELECTOR, "[role=alert]"))
-        self.wait().until(lambda web: web.execute_script("return document.readyState") == "complete")
+        """A link or button that leads to another page (or the same one again, with an alert)."""
+        self.to_next_page(
+            self.web.find_element(By.XPATH, f"//*[self::a or self::button][normalize-space()='{text}']").click
+        )
 
     def submit(self, selector: str = "main form button[type=submit]") -> None:
-        here = self.web.current_url
-        self.web.find_element(By.CSS_SELECTOR, selector).click()
-        self.wait().until(lambda web: web.current_url != here or web.find_elements(By.CSS_SELECTOR, "[role=alert]"))
-        self.wait().until(lambda web: web.execute_script("return document.readyState") == "complete")
+        self.to_next_page(self.web.find_element(By.CSS_SELECTOR, selector).click)
 
     def password_sign_in(self) -> None:
         self.go("/accounts/login/")
@@ -63,8 +59,7 @@ class SecondFactorTest(BrowserPages, PageChecks, LiveServerTestCase):
             self.submit()
 
     def sign_out(self) -> None:
-        self.web.find_element(By.CSS_SELECTOR, "header form button").click()
-        self.wait().until(expected_conditions.presence_of_element_located((By.LINK_TEXT, "Sign in")))
+        self.to_next_page(self.web.find_element(By.CSS_SELECTOR, "header form button").click, By.LINK_TEXT, "Sign in")
 
     def main_text(self) -> str:
         return self.web.find_element(By.TAG_NAME, "main").text
@@ -136,18 +131,15 @@ class SecondFactorTest(BrowserPages, PageChecks, LiveServerTestCase):
         self.assertIn("/accounts/2fa/webauthn/add/", self.web.current_url)
         self.web.find_element(By.ID, "id_name").send_keys("Laptop")
         self.shot("passkey-add")
-        here = self.web.current_url
-        self.web.find_element(By.ID, "mfa_webauthn_add").click()
-        self.wait().until(lambda web: web.current_url != here)
+        # The page's script has the authenticator make the passkey, then submits the form.
+        self.to_next_page(self.web.find_element(By.ID, "mfa_webauthn_add").click)
         self.assertTrue(Authenticator.objects.filter(user=self.alice, type="webauthn").exists(), self.main_text())
         self.assertEqual(len(self.web.get_credentials()), 1)
 
         self.sign_out()
         self.password_sign_in()
         self.assertIn("/accounts/2fa/authenticate/", self.web.current_url)
-        here = self.web.current_url
-        self.web.find_element(By.ID, "mfa_webauthn_authenticate").click()
-        self.wait().until(lambda web: web.current_url != here)
+        self.to_next_page(self.web.find_element(By.ID, "mfa_webauthn_authenticate").click)
         self.assertTrue(self.web.current_url.endswith("/codex/"), self.web.current_url)
         self.go("/account/")
         self.assertIn("1 passkey", self.main_text())

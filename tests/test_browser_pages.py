@@ -117,12 +117,14 @@ class EveryPageFitsAndPassesAxeTest(BrowserPages, PageChecks, LiveServerTestCase
         )
         # Revoking lands on the same page with its notice; signing out on the home page with its own.
         self.visit("/account/clients/")
-        self.web.find_elements(By.CSS_SELECTOR, "td.action button")[0].click()
-        self.wait().until(expected_conditions.url_contains("?revoked="))
+        self.to_next_page(
+            self.web.find_elements(By.CSS_SELECTOR, "td.action button")[0].click, By.CSS_SELECTOR, ".notice"
+        )
         problems += self.check_every_page([("revoked", self.web.current_url.removeprefix(self.live.base_url))])
-        self.web.find_element(By.CSS_SELECTOR, "header form button").click()
-        self.wait_for_page_after("/account/clients/")  # whose revoked notice is a status too
-        self.wait().until(expected_conditions.presence_of_element_located((By.CSS_SELECTOR, "[role=status]")))
+        # The home page with its notice (the page it leaves has a status too: its revoked notice).
+        self.to_next_page(
+            self.web.find_element(By.CSS_SELECTOR, "header form button").click, By.CSS_SELECTOR, "[role=status]"
+        )
         for viewport in VIEWPORTS:  # the message shows once: this page, not a reload of it
             self.use_viewport(viewport)
             problems += self.problems_of_page("signed-out", viewport)
@@ -149,8 +151,11 @@ class EveryPageFitsAndPassesAxeTest(BrowserPages, PageChecks, LiveServerTestCase
             ]
         )
         self.visit("/accounts/login/")
-        self.web.find_element(By.XPATH, "//button[starts-with(normalize-space(), 'Sign in with Acme')]").click()
-        self.wait().until(expected_conditions.presence_of_element_located((By.TAG_NAME, "h1")))
+        self.to_next_page(
+            self.web.find_element(By.XPATH, "//button[starts-with(normalize-space(), 'Sign in with Acme')]").click,
+            By.XPATH,
+            "//h1[contains(., 'could not be used')]",
+        )
         for viewport in VIEWPORTS:
             self.use_viewport(viewport)
             problems += self.problems_of_page("provider-unavailable", viewport)
@@ -165,8 +170,7 @@ class EveryPageFitsAndPassesAxeTest(BrowserPages, PageChecks, LiveServerTestCase
         )
         self.visit("/accounts/reauthenticate/?next=/account/")
         self.web.find_element(By.ID, "id_password").send_keys("alice-password")
-        self.web.find_element(By.CSS_SELECTOR, "main form button[type=submit]").click()
-        self.wait_for_page_after("/accounts/reauthenticate/")
+        self.to_next_page(self.web.find_element(By.CSS_SELECTOR, "main form button[type=submit]").click)
         problems += self.check_every_page(
             [
                 ("password-change", "/accounts/password/change/"),

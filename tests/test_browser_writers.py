@@ -6,7 +6,6 @@ is offered its notes to review. Screenshots land in var/screenshots/writers-*.pn
 from typing import Any
 
 from selenium.webdriver.common.by import By
-from selenium.webdriver.support import expected_conditions
 
 from notebook.models import Entry
 from tests.base import connect_application
@@ -65,8 +64,7 @@ class BrowserWritersTests(BrowserPages, LiveServerTestCase):
         self.shot("entry")
 
         # Following the writer's name lists everything that application wrote.
-        self.web.find_element(By.CSS_SELECTOR, "p.meta a.writer[href*='app=']").click()
-        self.wait().until(expected_conditions.url_contains("app="))
+        self.to_next_page(self.web.find_element(By.CSS_SELECTOR, "p.meta a.writer[href*='app=']").click)
         self.assertIn("Showing notes written by Desktop assistant", self.web.find_element(By.TAG_NAME, "main").text)
         self.assertEqual(self.titles(), ["Trip plan", "Groceries"])  # newest first
         self.shot("filtered-desktop")
@@ -85,12 +83,14 @@ class BrowserWritersTests(BrowserPages, LiveServerTestCase):
         self.shot("clients")
 
         # Revoking the coding agent keeps its notes and offers to review them.
-        self.web.find_element(By.CSS_SELECTOR, "button[aria-label='Revoke access for Coding agent']").click()
-        self.wait().until(expected_conditions.url_contains("revoked="))
-        notice = self.web.find_element(By.CSS_SELECTOR, ".notice").text
+        notice = self.to_next_page(
+            self.web.find_element(By.CSS_SELECTOR, "button[aria-label='Revoke access for Coding agent']").click,
+            By.CSS_SELECTOR,
+            ".notice",
+        ).text
         self.assertIn("Revoked Coding agent", notice)
         self.shot("revoked")
-        self.web.find_element(By.LINK_TEXT, "review the 2 notes it wrote").click()
-        self.wait().until(expected_conditions.url_contains("app="))
+        self.to_next_page(self.web.find_element(By.LINK_TEXT, "review the 2 notes it wrote").click)
+        self.assertIn("app=", self.web.current_url)
         self.assertEqual(self.titles(), ["Build notes", "Trip plan"])
         self.assertEqual(Entry.objects.count(), 3)
