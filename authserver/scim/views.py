@@ -74,6 +74,9 @@ def _answer(response: ScimResponse) -> HttpResponse:
     answer = HttpResponse(body, status=response.status.value)
     for name, value in response.headers.items():
         answer[name] = value
+    # Logged once already (``handle_exception``): a 501 is the client's ask for what is not
+    # served, and a 500 was logged with its traceback; Django would log either again at ERROR.
+    answer._has_been_logged = True  # type: ignore[attr-defined]
     return answer
 
 
