@@ -108,7 +108,9 @@ class AuditTrailTest(LiveServerTestCase):
             verifier, challenge = pkce_pair()
             browser = Browser(base, person.username, PASSWORD)
             self.addCleanup(browser.close)
-            url = authorization_url(base, client_id, code_challenge=challenge, code_challenge_method="S256")
+            url = authorization_url(
+                base, client_id, code_challenge=challenge, code_challenge_method="S256", scope="notes:read notes:write"
+            )
             code = browser.authorize(url)["code"]
             secrets.append(code)
             tokens = exchange_code(base, client_id, code, verifier).json()
@@ -118,6 +120,7 @@ class AuditTrailTest(LiveServerTestCase):
             # Tool calls with content, a title, tags, a query and a request id planted.
             entry = {"content": f"note {MARKER}", "title": f"title {MARKER}", "tags": [f"tag-{MARKER}"]}
             saved = call_tool(self.mcp_url, access, "field_notes_save", {"requestId": f"r-{MARKER}", "entry": entry})
+            self.assertEqual(saved.status_code, 200, saved.text)
             entry_id = json.loads(saved.json()["result"]["content"][0]["text"])["entry"]["id"]
             call_tool(self.mcp_url, access, "field_notes_get", {"id": entry_id})
             call_tool(self.mcp_url, access, "field_notes_search", {"query": MARKER})
@@ -181,4 +184,4 @@ class AuditTrailTest(LiveServerTestCase):
         self.assertEqual(revoked, {"person", "operator", "deprovisioning", "account_deletion"})
         for record in records:
             if record.get("event"):
-                print(json.dumps(record))  # noqa: T201  (one line of each kind, for the closing note)
+                print(json.dumps(record))

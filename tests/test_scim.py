@@ -364,3 +364,39 @@ class HostileInputTest(ScimTestCase):
         response = self.scim("POST", "/Users", person("x\u0000y", "x@acme.example"))
         self.assertEqual(response.status_code // 100, 4)
         self.assertEqual(ProvisionedPerson.objects.count(), 0)
+
+
+class SingleSignOnLinkTest(ScimTestCase):
+    """The first single sign-on of a provisioned person finds their account (authserver.scim.links)."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        Organization.objects.filter(pk=self.acme.pk).update(provider_id="acme-idp")
+
+    def test_a_provisioned_person_is_found_by_a_verified_address_through_their_organizations_provider(self) -> None:
+        from authserver.scim.links import provisioned_account
+
+        self.provision("bjensen", "BJensen@acme.example")
+        found = provisioned_account(provider_id="acme-idp", emails=["bjensen@ACME.example"])
+        self.assertEqual(found, get_user_model().objects.get(username="bjensen"))
+        # By userName too (an IdP whose userName is the address).
+        self.provision("jsmith@acme.example", "other@acme.example")
+        self.assertEqual(
+            provisioned_account(provider_id="acme-idp", emails=["jsmith@acme.example"]).username, "jsmith@acme.example"
+        )
+
+    def test_no_other_provider_organization_account_or_operator_is_found(self) -> None:
+        from allauth.socialaccount.models import SocialAccount
+
+        from authserver.scim.links import provisioned_account
+
+        self.provision("bjensen", "bjensen@acme.example")
+        self.assertIsNone(provisioned_account(provider_id="globex-idp", emails=["bjensen@acme.example"]))
+        self.assertIsNone(provisioned_account(provider_id="acme-idp", emails=["alice@acme.example"]))  # not provisioned
+        self.assertIsNone(provisioned_account(provider_id="acme-idp", emails=[]))
+        user = get_user_model().objects.get(username="bjensen")
+        SocialAccount.objects.create(user=user, provider="acme-idp", uid="another-subject")
+        self.assertIsNone(provisioned_account(provider_id="acme-idp", emails=["bjensen@acme.example"]))
+        SocialAccount.objects.all().delete()
+        get_user_model().objects.filter(pk=user.pk).update(is_staff=True)
+        self.assertIsNone(provisioned_account(provider_id="acme-idp", emails=["bjensen@acme.example"]))

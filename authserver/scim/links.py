@@ -13,7 +13,6 @@ another subject of that provider, nor an operator's.
 
 from typing import Any
 
-from allauth.socialaccount.models import SocialAccount
 from django.db.models import Q
 
 from authserver.scim.models import ProvisionedPerson
@@ -36,7 +35,3 @@ def provisioned_account(*, provider_id: str, emails: list[str]) -> Any | None:
     )
     found = list(people[:2])
     return found[0].user if len(found) == 1 else None
-
-
-def is_linked(user: Any, provider_id: str) -> bool:
-    return SocialAccount.objects.filter(user=user, provider=provider_id).exists()

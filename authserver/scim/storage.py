@@ -39,7 +39,6 @@ from authserver.scim.schema import STORED_AS_SENT, PersonResource
 from authserver.scim.values import NAME_MAX, checked_email, checked_user_name, comparison_key
 from common.audit import audit
 
-
 # In ``ProvisionedPerson.attributes``: whether the IdP gave ``active`` a value.
 ACTIVE_ASSIGNED = "activeAssigned"
 
