@@ -162,7 +162,7 @@ def delete_account(request: HttpRequest) -> HttpResponse:
     phrase = user.get_username()
     form = DeleteAccountForm(request.POST or None, phrase=phrase)
     if request.method == "POST" and form.is_valid():
-        report = leaving.account_delete(user=user)
+        report = leaving.account_delete(user=user, by="person")
         logger.info("account deleted by its owner: %s", report.summary())
         logout(request)
         messages.info(request, "Your account and everything in it are deleted.")

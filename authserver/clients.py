@@ -129,6 +129,6 @@ def _revoked_notice(request: HttpRequest, codex: Codex | None) -> dict[str, Any]
 def revoke_client(request: HttpRequest, application_id: int) -> HttpResponse:
     """Revoke every token this person gave the client (CSRF-protected form post)."""
     application = get_object_or_404(get_application_model(), pk=application_id)
-    revoke_tokens(user=request.user, application=application)
+    revoke_tokens(user=request.user, application=application, by="person")
     # Its notes stay: the page offers to review what it wrote rather than deleting anything.
     return redirect(f"{reverse('authserver:clients')}?revoked={application.pk}")

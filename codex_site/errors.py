@@ -23,7 +23,7 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.template.loader import render_to_string
 
 AUTHORIZATION_PAGE = "/o/authorize/"
-API_PREFIXES = ("/o/", "/.well-known/", "/healthz", "/mcp")
+API_PREFIXES = ("/o/", "/.well-known/", "/healthz", "/mcp", "/scim/")
 
 PAGES: dict[int, dict[str, str]] = {
     400: {

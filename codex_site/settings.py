@@ -103,6 +103,8 @@ INSTALLED_APPS = [
     "allauth.mfa",
     "codex_site",
     "authserver",
+    # SCIM 2.0 provisioning at /scim/v2/ (its own tables: app label "scim").
+    "authserver.scim",
     "notebook",
     "mcp_endpoint",
     "mycodex",
@@ -357,6 +359,9 @@ CODEX_IMPORT_MAX_BYTES = envint("CODEX_IMPORT_MAX_BYTES", 32 * 1024 * 1024)
 # many bytes (413; the import upload has CODEX_IMPORT_MAX_BYTES, /mcp the contract's 1 MiB),
 # arriving within this many seconds of the request's headers (408).
 CODEX_BODY_MAX_BYTES = envint("CODEX_BODY_MAX_BYTES", 1024 * 1024)
+# SCIM (authserver.scim.schema): accept and drop User attributes this server does not keep,
+# instead of refusing them (for an IdP whose attribute mapping cannot be trimmed).
+CODEX_SCIM_IGNORE_UNKNOWN = envbool("CODEX_SCIM_IGNORE_UNKNOWN", False)
 CODEX_BODY_TIMEOUT_SECONDS = envint("CODEX_BODY_TIMEOUT_SECONDS", 60)
 # Rate limits per client address: dynamic client registrations per hour, and sign-ins
 # that make the server fetch a new client's metadata document per 10 minutes.

@@ -3,13 +3,14 @@ from allauth.account.decorators import secure_admin_login
 from allauth.socialaccount import views as social_views
 from django.contrib import admin
 from django.shortcuts import redirect
-from django.urls import include, path
+from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 from oauth2_provider import urls as dot_urls
 
 from authserver import account, sso
 from authserver import views as authserver_views
 from authserver.registration import GuardedRegistrationManagementView
+from authserver.scim import views as scim_views
 from authserver.token_view import CodexTokenView
 from codex_site import views as site_views
 
@@ -91,6 +92,9 @@ urlpatterns = [
     path("o/register/", authserver_views.RateLimitedRegistrationView.as_view()),
     path("o/register/<str:client_id>/", GuardedRegistrationManagementView.as_view()),
     path("o/", include((OAUTH_ENDPOINTS, "oauth2_provider"))),
+    # SCIM 2.0 provisioning for the organizations' identity providers (every path under it is
+    # scim2-server's to route, so that an unknown one gets a SCIM 404).
+    re_path(r"^scim/v2(?P<path>/.*)?$", scim_views.scim, name="scim"),
 ]
 
 # Site-styled error pages (JSON on the API paths); codex_site.errors also serves them in debug.

@@ -166,7 +166,7 @@ REGISTER: tuple[Internal, ...] = (
     Internal(
         DJANGO,
         "HttpResponse._has_been_logged",
-        ("codex_site/middleware.py", "authserver/sso.py"),
+        ("codex_site/middleware.py", "authserver/sso.py", "authserver/scim/views.py"),
         "_has_been_logged",
         "a 503 logged in one line already is not logged again at ERROR by django.utils.log.log_response",
     ),

@@ -172,7 +172,9 @@ def _serve(
     with tracing.span("codex.service", attributes):
         codex = services.codex_for_user(user=grant.user)
         if record is not None:
-            record.codex_id = codex.pk
+            record.codex_id, record.user_id, record.client_id = codex.pk, grant.user.pk, grant.client_id or None
+            # The entry a get or an update names (its schema has made it a UUID by now).
+            record.entry_id = arguments.get("id") if isinstance(arguments.get("id"), str) else None
         try:
             answer = tool.adapter(codex, arguments, auth.writer_of(grant), ahead, precondition)
         except PreconditionFailed:
@@ -183,7 +185,14 @@ def _serve(
             raise
         if precondition is None or precondition.confirmed:
             auth.note_use(grant)
+        if record is not None and record.entry_id is None:
+            record.entry_id = _entry_id(answer)  # the entry a save made (or found again)
         return answer
+
+
+def _entry_id(answer: dict[str, Any]) -> str | None:
+    entry = answer.get("entry")
+    return entry.get("id") if isinstance(entry, dict) else None
 
 
 async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> dict[str, Any]:

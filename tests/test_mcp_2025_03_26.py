@@ -174,7 +174,7 @@ class BatchTest(EraTestCase):
         # The token is revoked after the guard's check and before the calls run: the guard is
         # made to accept it as it did a moment earlier.
         accepted = check_bearer_token(self.token)
-        revoke_tokens(user=self.alice)
+        revoke_tokens(user=self.alice, by="operator")
         batch = [call_body(SEARCH, {}, request_id=1), call_body(SAVE, {"requestId": "r", "entry": {"content": "c"}})]
         with mock.patch.object(http, "_check_token", return_value=(None, accepted), autospec=True):
             answers = self.send(batch, version=OLDEST).json()
