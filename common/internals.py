@@ -147,8 +147,15 @@ REGISTER: tuple[Internal, ...] = (
         "BaseDatabaseWrapper.connection (the psycopg connection under Django's wrapper), for its pgconn's libpq trace",
         ("tests/wire.py",),
         "connection.connection.pgconn",
-        "round trips to PostgreSQL counted from the protocol itself, BEGIN and COMMIT included "
-        "(tests/test_round_trips.py, tests/test_search_round_trips.py)",
+        "round trips to PostgreSQL counted from the protocol itself, BEGIN and COMMIT included, and the statements "
+        "the server received (tests/test_round_trips.py, tests/test_shard_readiness.py, scripts/bench_capacity.py)",
+    ),
+    Internal(
+        DJANGO,
+        "BaseDatabaseWrapper.connection (the sqlite3 connection under Django's wrapper), for its trace callback",
+        ("tests/test_shard_readiness.py",),
+        "set_trace_callback",
+        "the statements SQLite ran, to check that an execute wrapper saw every one (the shard-readiness capture)",
     ),
     # --- Django: the SQLite write connection (notebook.sqlite, notebook.transactions) ----------
     Internal(
