@@ -35,6 +35,7 @@ that their trigrams are those of real prose. How each input is measured:
 
 import argparse
 import datetime as dt
+import math
 import os
 import random
 import re
@@ -389,6 +390,68 @@ def cold_writes(ids: list[int], writes: int, note_bytes: int, text: str) -> dict
     return found
 
 
+# The model's assumptions about use, each with its source in docs/capacity.md.
+MESSAGES_PER_DAY = 3e9 / 700e6  # a person's messages to their assistant a day
+CALLS_PER_MESSAGE = 3  # a search, a get and a save or update (the tool reference's workflow)
+MIX = {"get": 1 / 3, "search, query": 1 / 3, "save": 1 / 6, "update": 1 / 6}
+PEAK_TO_MEAN = 1.7  # the busiest second's calls over the day's average, a worldwide population
+STANDBYS = 2  # Patroni's synchronous standby and replica (docs/deploy.md)
+THREADS_PER_WORKER = min(32, 8 + 4)  # a uvicorn worker's thread pool on an 8-core application host
+SIZES = (10_000, 1_000_000, 10_000_000)
+
+
+def model(
+    per_call: dict[str, dict[str, float]], writes: dict[str, tuple[float, float, float]], stored: tuple[float, float]
+) -> list[dict[str, float]]:
+    """docs/capacity.md's formulas at each of ``SIZES``. ``per_call``: each tool's app and db CPU
+    seconds per call; ``writes``: for save and update, (db CPU seconds, WAL bytes of records,
+    WAL bytes with full-page images) each; ``stored``: (bytes per entry, bytes per further revision)."""
+    calls_per_day = MESSAGES_PER_DAY * CALLS_PER_MESSAGE
+    app = sum(per_call[tool]["cpu_per_call"] * share for tool, share in MIX.items())
+    db = sum(
+        (writes[tool][0] if tool in writes else per_call[tool]["db_cpu_per_call"]) * share
+        for tool, share in MIX.items()
+    )
+    records = sum(writes[tool][1] * MIX[tool] for tool in writes)
+    with_images = sum(writes[tool][2] * MIX[tool] for tool in writes)
+    entry_bytes, revision_bytes = stored
+    rows = []
+    for people in SIZES:
+        peak = people * calls_per_day * PEAK_TO_MEAN / 86_400
+        app_cores = peak * app
+        rows.append(
+            {
+                "people": people,
+                "calls_per_second": peak,
+                "app_cores": app_cores,
+                "db_cores": peak * db,
+                "stored_bytes_per_year": people
+                * calls_per_day
+                * 365
+                * (MIX["save"] * entry_bytes + MIX["update"] * revision_bytes),
+                "wal_per_second": (peak * records, peak * with_images),
+                "replica_per_second": (peak * records * STANDBYS, peak * with_images * STANDBYS),
+                "connections": math.ceil(app_cores) * THREADS_PER_WORKER,
+            }
+        )
+    return rows
+
+
+def print_model(rows: list[dict[str, float]]) -> None:
+    print(
+        f"{'people':>11} {'calls/s':>8} {'app cores':>10} {'db cores':>9} {'stored/year':>12}"
+        f" {'WAL/s':>17} {'to standbys':>17} {'connections':>12}"
+    )
+    for row in rows:
+        low, high = row["wal_per_second"]
+        to_low, to_high = row["replica_per_second"]
+        print(
+            f"{row['people']:>11,} {row['calls_per_second']:8.0f} {row['app_cores']:10.1f} {row['db_cores']:9.1f}"
+            f" {row['stored_bytes_per_year'] / 1e12:9.2f} TB {low / 1e6:6.1f}-{high / 1e6:6.1f} MB/s"
+            f" {to_low / 1e6:6.1f}-{to_high / 1e6:6.1f} MB/s {row['connections']:12,}"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--duration", type=int, default=10, help="seconds of wrk load per tool (default 10)")
@@ -478,6 +541,19 @@ def main() -> None:
                     end="",
                 )
             print()
+        writes = {
+            kind: (
+                seconds / args.writes,
+                split["Total"][0] / args.writes if split else total / args.writes,
+                total / args.writes,
+            )
+            for kind, (total, split, seconds) in cold.items()
+            if kind in ("save", "update")
+        }
+        print()
+        print("The model (docs/capacity.md: its formulas and assumptions), from these inputs; WAL: records alone to")
+        print("records with every page a write touches written whole (right after a checkpoint):")
+        print_model(model(figures, writes, (per_entry, revision_bytes / revisions)))
 
 
 if __name__ == "__main__":
