@@ -155,7 +155,6 @@ class _Source:
     names: tuple[str, ...]
     table: str | None  # a real table's name
     key: Any  # what its columns are known by (a CTE's are the same wherever it is named)
-    query: exp.Expression  # the query it is a source of
     join: exp.Join | None = None  # the join that brings it in, if one does
 
 
@@ -173,6 +172,7 @@ class _Statement:
         # with what it equals: ("param", name) / ("lit", value) / ("row", a source's key).
         self.known: dict[Any, set[tuple[str, str]]] = {}
         self.edges: list[tuple[Any, Any, bool]] = []  # (a, b, both ways)
+        self.rows: dict[int, list[dict[str, Any]]] = {}  # each INSERT's rows: their terms by column
         self._collect()
         self._settle()
 
@@ -181,10 +181,10 @@ class _Statement:
     def _sources_of(self, query: exp.Expression) -> Iterator[_Source]:
         if isinstance(query, exp.Insert):
             target = query.this.this if isinstance(query.this, exp.Schema) else query.this
-            yield self._source(target, query)
+            yield self._source(target)
             return
         if isinstance(query, exp.Update | exp.Delete):
-            yield self._source(query.this, query)
+            yield self._source(query.this)
         tables = []
         from_ = query.args.get("from_") or query.args.get("from")
         if from_ is not None:
@@ -195,17 +195,17 @@ class _Statement:
             joins.extend(table.args.get("joins") or [])
         tables.extend((join.this, join) for join in joins)
         for table, join in tables:
-            yield self._source(table, query, join)
+            yield self._source(table, join)
 
-    def _source(self, node: exp.Expression, query: exp.Expression, join: exp.Join | None = None) -> _Source:
+    def _source(self, node: exp.Expression, join: exp.Join | None = None) -> _Source:
         alias = node.alias if isinstance(node, exp.Table | exp.Subquery) else ""
         if isinstance(node, exp.Table) and node.name in self.ctes:
-            return _Source((alias or node.name, node.name), None, ("cte", node.name), query, join)
+            return _Source((alias or node.name, node.name), None, ("cte", node.name), join)
         if isinstance(node, exp.Table):
-            return _Source(tuple(filter(None, (alias, node.name))), node.name, ("table", id(node)), query, join)
+            return _Source(tuple(filter(None, (alias, node.name))), node.name, ("table", id(node)), join)
         if isinstance(node, exp.Subquery):
-            return _Source((alias,), None, ("subquery", id(node.this)), query, join)
-        return _Source((node.alias_or_name,), None, ("function", id(node)), query, join)
+            return _Source((alias,), None, ("subquery", id(node.this)), join)
+        return _Source((node.alias_or_name,), None, ("function", id(node)), join)
 
     def _resolve(self, column: exp.Column) -> tuple[Any, str] | None:
         """(the source key, the column name) of ``column``: the nearest query (this one or an
@@ -326,7 +326,6 @@ class _Statement:
         """Each inserted row's values, by target column; the target's columns, where one row."""
         columns = [column.name for column in insert.this.expressions] if isinstance(insert.this, exp.Schema) else []
         target = self.sources[id(insert)][0].key
-        self.rows: dict[int, list[dict[str, Any]]] = getattr(self, "rows", {})
         rows: list[dict[str, Any]] = []
         source = insert.expression
         if isinstance(source, exp.Values):
