@@ -78,6 +78,15 @@ REGISTER: tuple[Internal, ...] = (
         "PostgreSQL's trigram step sends its planner settings and statement as one simple query, "
         "its values written in as Django's client-side binding writes them, and reads the statement's result",
     ),
+    # --- Django: a delete that names its codex alone (notebook.services) ------------------------
+    Internal(
+        DJANGO,
+        "QuerySet._raw_delete(using): one DELETE of the queryset's rows, without the collector",
+        ("notebook/services.py",),
+        "_raw_delete",
+        "deleting entries whose rows are gone already sends only their codex's DELETE: the collector would "
+        "look for those rows again by entry id alone, a statement that names no codex (docs/capacity.md)",
+    ),
     # --- Django: the PostgreSQL backend's health check (codex_site.postgresql) ------------------
     Internal(
         DJANGO,
@@ -136,9 +145,17 @@ REGISTER: tuple[Internal, ...] = (
     Internal(
         DJANGO,
         "BaseDatabaseWrapper.connection (the psycopg connection under Django's wrapper), for its pgconn's libpq trace",
-        ("tests/test_round_trips.py",),
+        ("tests/wire.py",),
         "connection.connection.pgconn",
-        "round trips to PostgreSQL counted from the protocol itself, BEGIN and COMMIT included",
+        "round trips to PostgreSQL counted from the protocol itself, BEGIN and COMMIT included, and the statements "
+        "the server received (tests/test_round_trips.py, tests/test_shard_readiness.py, scripts/bench_capacity.py)",
+    ),
+    Internal(
+        DJANGO,
+        "BaseDatabaseWrapper.connection (the sqlite3 connection under Django's wrapper), for its trace callback",
+        ("tests/test_shard_readiness.py",),
+        "set_trace_callback",
+        "the statements SQLite ran, to check that an execute wrapper saw every one (the shard-readiness capture)",
     ),
     # --- Django: the SQLite write connection (notebook.sqlite, notebook.transactions) ----------
     Internal(

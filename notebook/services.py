@@ -176,7 +176,12 @@ def entry_save(
         if precondition is not None and isinstance(error, IntegrityError):
             raise PreconditionFailed("a collided save cannot say whether its precondition held") from None
         # A replayed save answers with its entry even when the codex is full now.
-        key = RequestKey.objects.select_related("entry").filter(codex=codex, request_id=request_id).first()
+        # The entry named by the codex too, as every notebook statement names it (docs/capacity.md).
+        key = (
+            RequestKey.objects.select_related("entry")
+            .filter(codex=codex, request_id=request_id, entry__codex=codex)
+            .first()
+        )
         if key is None:
             raise
         # The save that won may still be syncing its commit: answer once it is on disk.
@@ -251,7 +256,7 @@ def _update_in_transaction(
     entry.write_seq = write_seq
     entry.updated_at = max(_now(), entry.created_at)
     # Not entry.save(), whose UPDATE names only the primary key: every notebook query
-    # names its codex, so the tables can be distributed by codex (docs/deploy.md).
+    # names its codex, so the tables can be distributed by codex (docs/capacity.md).
     store.update_entry(entry)
     _record(entry, writer, old_tags=old_tags, old_agents=old_agents)
     return entry
@@ -273,7 +278,11 @@ def _delete_entries(codex: Codex, entry_ids: list[uuid.UUID]) -> None:
     EntryTag.objects.filter(codex=codex, entry_id__in=entry_ids).delete()
     EntryRelatedAgent.objects.filter(codex=codex, entry_id__in=entry_ids).delete()
     revisions.delete()
-    deleted, _ = Entry.objects.filter(codex=codex, pk__in=entry_ids).delete()
+    # The entries' own DELETE alone: nothing refers to them any more, and Django's collector
+    # would look for their rows again by entry id alone, a statement naming no codex
+    # (common/internals.py).
+    entries = Entry.objects.filter(codex=codex, pk__in=entry_ids)
+    deleted = entries._raw_delete(entries.db)
     quotas.release(codex=codex, entries=deleted, stored_bytes=freed)
 
 
@@ -315,5 +324,13 @@ def codex_delete(*, codex: Codex) -> int:
 
 @write_transaction()
 def _delete_codex_row(codex: Codex) -> None:
-    # An entry saved between the clear and here goes with the codex (the cascade).
+    # The codex row locked first: a save between the clear and here has committed, and a
+    # later one waits for this, then finds no codex. Its entries go as every other's did, so
+    # that the collector below finds none (it would look for their rows by entry id alone).
+    locked = Codex.objects.select_for_update().filter(pk=codex.pk).values_list("pk", flat=True)
+    if not locked:
+        return
+    left = list(Entry.objects.filter(codex=codex).values_list("pk", flat=True))
+    if left:
+        _delete_entries(codex, left)
     Codex.objects.filter(pk=codex.pk).delete()

@@ -86,7 +86,8 @@ def export_entries(*, codex: Codex, batch_size: int = EXPORT_BATCH) -> Iterator[
         if not batch:
             return
         revisions: dict[uuid.UUID, list[dict[str, Any]]] = {entry.id: [] for entry in batch}
-        for revision in EntryRevision.objects.filter(entry_id__in=revisions).order_by("entry_id", "revision"):
+        found = EntryRevision.objects.filter(codex=codex, entry_id__in=revisions).order_by("entry_id", "revision")
+        for revision in found:
             revisions[revision.entry_id].append(_revision_dict(revision))
         for entry in batch:
             data = entry_dict(entry)
