@@ -109,7 +109,9 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    # First: a form body in a charset Django cannot read is a 415 before anything reads it.
+    # Outermost: a streaming answer (a static file, an export) streams under ASGI, block by block.
+    "codex_site.middleware.AsyncStreamingMiddleware",
+    # Then: a form body in a charset Django cannot read is a 415 before anything reads it.
     "codex_site.middleware.FormCharsetMiddleware",
     # Then U+0000 anywhere in a request's texts is a 400, before any lookup (PostgreSQL refuses it).
     "codex_site.middleware.NulCharacterMiddleware",
