@@ -313,6 +313,7 @@ SOCIALACCOUNT_LOGIN_ON_GET = False  # the sign-in page's button POSTs
 SOCIALACCOUNT_STORE_TOKENS = False  # the provider's tokens are not needed after sign-in
 SOCIALACCOUNT_REQUESTS_TIMEOUT = 10
 # A second factor for password accounts: TOTP, passkeys (WebAuthn), recovery codes.
+MFA_ADAPTER = "authserver.second_factor.CodexMFAAdapter"
 MFA_SUPPORTED_TYPES = ["totp", "webauthn", "recovery_codes"]
 MFA_PASSKEY_LOGIN_ENABLED = False
 MFA_TOTP_ISSUER = "Agent Codex"

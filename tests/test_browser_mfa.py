@@ -76,7 +76,7 @@ class SecondFactorTest(BrowserPages, PageChecks, LiveServerTestCase):
         self.click("Set up an authenticator app")
         self.reauthenticate_if_asked()
         self.assertIn("/accounts/2fa/totp/activate/", self.web.current_url)
-        secret = self.web.find_element(By.ID, "authenticator_secret").get_attribute("value")
+        secret = self.web.find_element(By.ID, "authenticator_secret").text
         self.shot("totp-setup")
         self.web.find_element(By.ID, "id_code").send_keys(totp(secret, self.clock.now))
         self.submit()
@@ -85,7 +85,9 @@ class SecondFactorTest(BrowserPages, PageChecks, LiveServerTestCase):
         codes = re.findall(rf"\b\d{{{mfa_settings.RECOVERY_CODE_DIGITS}}}\b", self.main_text())
         self.assertEqual(len(codes), mfa_settings.RECOVERY_CODE_COUNT, self.main_text())
         self.shot("recovery-codes")
+        self.signed_in_as = "alice"
         self.check_open_page("recovery-codes")
+        self.signed_in_as = None  # from here, signing in again
 
         # The next sign-in asks for a code; a wrong one is refused, this step's is accepted.
         self.sign_out()
@@ -134,6 +136,7 @@ class SecondFactorTest(BrowserPages, PageChecks, LiveServerTestCase):
         self.click("Add a passkey")
         self.reauthenticate_if_asked()
         self.assertIn("/accounts/2fa/webauthn/add/", self.web.current_url)
+        self.assertEqual(self.web.find_element(By.ID, "id_name").get_attribute("value"), "")  # no "Master key"
         self.web.find_element(By.ID, "id_name").send_keys("Laptop")
         self.shot("passkey-add")
         here = self.web.current_url
@@ -141,6 +144,11 @@ class SecondFactorTest(BrowserPages, PageChecks, LiveServerTestCase):
         self.wait().until(lambda web: web.current_url != here)
         self.assertTrue(Authenticator.objects.filter(user=self.alice, type="webauthn").exists(), self.main_text())
         self.assertEqual(len(self.web.get_credentials()), 1)
+        self.go("/accounts/2fa/webauthn/")
+        self.assertEqual(self.web.find_element(By.CSS_SELECTOR, "ul.cards h2").text, "Laptop")
+        self.signed_in_as = "alice"
+        self.check_open_page("passkeys")
+        self.signed_in_as = None
 
         self.sign_out()
         self.password_sign_in()
