@@ -19,12 +19,13 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 
 # What a person held to it may still reach: setting a factor up (and signing in again for
-# it), signing out, the static files those pages use.
+# it), signing out, the static files those pages use and the site's icon.
 ALLOWED_PREFIXES = (
     "/accounts/2fa/",
     "/accounts/reauthenticate/",
     "/accounts/logout/",
     "/static/",
+    "/favicon.ico",
 )
 FACTORS = (Authenticator.Type.TOTP, Authenticator.Type.WEBAUTHN)
 

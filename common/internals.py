@@ -297,7 +297,7 @@ REGISTER: tuple[Internal, ...] = (
         "js_data.request_options.publicKey.allowCredentials (fido2's request options), and the ids "
         "allauth's WebAuthn script is given (data-allauth-onload)",
         ("templates/mfa/authenticate.html", "templates/mfa/totp/activate_form.html"),
-        "{% extends \"base.html\" %}",
+        '{% extends "base.html" %}',
         "the sign-in library's pages in the site's voice; the passkey step is offered only to an "
         "account that has a passkey (allauth offers it to every account)",
     ),

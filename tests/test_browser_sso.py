@@ -103,7 +103,7 @@ class SingleSignOnTest(BrowserPages, PageChecks, LiveServerTestCase):
     def test_a_new_person_gets_an_account_and_a_returning_one_the_same(self) -> None:
         self.through_provider("ada@acme.test")
         self.assertTrue(self.web.current_url.endswith("/codex/"), self.web.current_url)
-        self.assertIn("Your codex is empty", self.web.find_element(By.TAG_NAME, "main").text)
+        self.assertIn("Your notebook is empty", self.web.find_element(By.TAG_NAME, "main").text)
         ada = get_user_model().objects.get(email="ada@acme.test")
         self.assertFalse(ada.has_usable_password())
         self.assertEqual(SocialAccount.objects.get(user=ada).uid, "ada@acme.test")
@@ -121,7 +121,7 @@ class SingleSignOnTest(BrowserPages, PageChecks, LiveServerTestCase):
         self.assertIn("refused", self.web.find_element(By.TAG_NAME, "h1").text)
         self.assertIn("@acme.test", self.web.find_element(By.CSS_SELECTOR, "[role=alert]").text)
         self.shot("wrong-domain")
-        self.check_open_page("refused")
+        self.check_open_page("refused")  # signed out (PageChecks.signed_in_as is None)
         self.through_provider("unverified-mallory@acme.test")
         self.assertIn("refused", self.web.find_element(By.TAG_NAME, "h1").text)
         self.assertFalse(get_user_model().objects.exclude(username="").exists())
@@ -175,6 +175,7 @@ class SingleSignOnTest(BrowserPages, PageChecks, LiveServerTestCase):
         self.web.get(self.live.base_url + "/account/delete/")
         self.assertIn("Sign in again", self.web.find_element(By.TAG_NAME, "h1").text)
         self.shot("sign-in-again")
+        self.signed_in_as = user.username
         self.check_open_page("sign-in-again")
         self.web.find_element(By.XPATH, "//button[normalize-space()='Sign in again with Acme']").click()
         # Through the provider (which remembers this browser; its consent page may ask again) and back.

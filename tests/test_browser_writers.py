@@ -5,6 +5,7 @@ is offered its notes to review. Screenshots land in var/screenshots/writers-*.pn
 
 from typing import Any
 
+from oauth2_provider.models import AccessToken
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions
 
@@ -76,18 +77,28 @@ class BrowserWritersTests(BrowserPages, LiveServerTestCase):
 
         # The connected-applications page counts what each wrote and links to it.
         self.web.get(self.live.base_url + "/account/clients/")
-        rows = {
-            row.find_element(By.TAG_NAME, "th").text: row.text
-            for row in self.web.find_elements(By.CSS_SELECTOR, "tbody tr")
+        cards = {
+            card.find_element(By.TAG_NAME, "h2").text: card
+            for card in self.web.find_elements(By.CSS_SELECTOR, "ul.cards > li")
         }
-        self.assertIn("2 notes: created 1, last changed 2", rows["Coding agent"])
-        self.assertIn("2 notes: created 2, last changed 1", rows["Desktop assistant"])
+        self.assertIn("2 notes: it created 1 and made the latest change to 2", cards["Coding agent"].text)
+        self.assertIn("2 notes: it created 2 and made the latest change to 1", cards["Desktop assistant"].text)
         self.shot("clients")
 
-        # Revoking the coding agent keeps its notes and offers to review them.
-        self.web.find_element(By.CSS_SELECTOR, "button[aria-label='Revoke access for Coding agent']").click()
-        self.wait().until(expected_conditions.url_contains("revoked="))
-        notice = self.web.find_element(By.CSS_SELECTOR, ".notice").text
+        # Revoking the coding agent asks first, keeps its notes and offers to review them.
+        cards["Coding agent"].find_element(By.PARTIAL_LINK_TEXT, "Revoke").click()
+        confirm = self.wait().until(
+            expected_conditions.presence_of_element_located((By.CSS_SELECTOR, "main button.danger"))
+        )
+        self.assertEqual(self.web.find_element(By.TAG_NAME, "h1").text, "Revoke access for Coding agent?")
+        self.assertTrue(AccessToken.objects.filter(application=self.coding).exists())  # asking revoked nothing
+        self.shot("revoke")
+        confirm.click()
+        notice = (
+            self.wait()
+            .until(expected_conditions.presence_of_element_located((By.CSS_SELECTOR, ".messages [role=status]")))
+            .text
+        )
         self.assertIn("Revoked Coding agent", notice)
         self.shot("revoked")
         self.web.find_element(By.LINK_TEXT, "review the 2 notes it wrote").click()
