@@ -116,6 +116,16 @@ class SingleSignOnTest(BrowserPages, PageChecks, LiveServerTestCase):
         self.assertIn("through Acme", self.web.find_element(By.TAG_NAME, "main").text)
         self.shot("account")
 
+    def test_the_page_that_asks_before_going_to_the_provider_goes_there(self) -> None:
+        # A link straight to a provider's sign-in (not the sign-in page's button) asks first; its
+        # form's answer redirects to the provider, which its Content-Security-Policy must allow.
+        self.web.get(self.live.base_url + "/accounts/oidc/acme/login/?next=/codex/")
+        self.assertEqual(self.web.find_element(By.TAG_NAME, "h1").text, "Sign in with Acme?")
+        self.web.find_element(By.XPATH, "//button[normalize-space()='Continue']").click()
+        self.wait().until(self._page_to_act_on)
+        self.assertTrue(self.web.current_url.startswith(self.provider.issuer), self.web.current_url)
+        self.assertEqual(self.web.execute_script("return window.__policyViolations || []"), [])
+
     def test_a_domain_not_allowed_is_refused_and_makes_no_account(self) -> None:
         self.through_provider("eve@elsewhere.test")
         self.assertIn("refused", self.web.find_element(By.TAG_NAME, "h1").text)
