@@ -36,7 +36,7 @@ class SecondFactorTest(BrowserPages, PageChecks, LiveServerTestCase):
 
     def go(self, path: str) -> None:
         self.web.get(self.base + path)
-        self.wait().until(lambda web: web.execute_script("return document.readyState") == "complete")
+        self.wait().until(expected_conditions.presence_of_element_located((By.TAG_NAME, "h1")))
 
     def click(self, text: str) -> None:
         here = self.web.current_url
@@ -87,6 +87,13 @@ class SecondFactorTest(BrowserPages, PageChecks, LiveServerTestCase):
         self.shot("recovery-codes")
         self.signed_in_as = "alice"
         self.check_open_page("recovery-codes")
+        for name, path in [
+            ("recovery-codes-new", "/accounts/2fa/recovery-codes/generate/"),
+            ("totp-turn-off", "/accounts/2fa/totp/deactivate/"),
+            ("reauthenticate-with-a-code", "/accounts/2fa/reauthenticate/?next=/account/"),
+        ]:
+            self.go(path)
+            self.check_open_page(name)
         self.signed_in_as = None  # from here, signing in again
 
         # The next sign-in asks for a code; a wrong one is refused, this step's is accepted.
@@ -148,11 +155,20 @@ class SecondFactorTest(BrowserPages, PageChecks, LiveServerTestCase):
         self.assertEqual(self.web.find_element(By.CSS_SELECTOR, "ul.cards h2").text, "Laptop")
         self.signed_in_as = "alice"
         self.check_open_page("passkeys")
+        passkey = Authenticator.objects.get(user=self.alice, type="webauthn").pk
+        for name, path in [
+            ("passkey-rename", f"/accounts/2fa/webauthn/keys/{passkey}/edit/"),
+            ("passkey-remove", f"/accounts/2fa/webauthn/keys/{passkey}/remove/"),
+            ("reauthenticate-with-a-passkey", "/accounts/2fa/webauthn/reauthenticate/?next=/account/"),
+        ]:
+            self.go(path)
+            self.check_open_page(name)
         self.signed_in_as = None
 
         self.sign_out()
         self.password_sign_in()
         self.assertIn("/accounts/2fa/authenticate/", self.web.current_url)
+        self.check_open_page("second-factor-asked-with-a-passkey")
         here = self.web.current_url
         self.web.find_element(By.ID, "mfa_webauthn_authenticate").click()
         self.wait().until(lambda web: web.current_url != here)
