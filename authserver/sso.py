@@ -26,6 +26,7 @@ from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
+from authserver.account import leading_to_providers
 from authserver.scim import links
 
 logger = logging.getLogger(__name__)
@@ -174,5 +175,11 @@ def _guarded(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
     return guarded
 
 
-login = _guarded(oidc_views.login)
+def _login(request: HttpRequest, provider_id: str) -> HttpResponse:
+    # A GET asks first (socialaccount/login.html); its form's answer redirects to the provider,
+    # which the page's form-action must name, as the sign-in page's does.
+    return leading_to_providers(lambda: oidc_views.login(request, provider_id))
+
+
+login = _guarded(_login)
 callback = _guarded(oidc_views.callback)

@@ -111,7 +111,9 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    # First: a form body in a charset Django cannot read is a 415 before anything reads it.
+    # Outermost: a streaming answer (a static file, an export) streams under ASGI, block by block.
+    "codex_site.middleware.AsyncStreamingMiddleware",
+    # Then: a form body in a charset Django cannot read is a 415 before anything reads it.
     "codex_site.middleware.FormCharsetMiddleware",
     # Then U+0000 anywhere in a request's texts is a 400, before any lookup (PostgreSQL refuses it).
     "codex_site.middleware.NulCharacterMiddleware",
@@ -313,6 +315,7 @@ SOCIALACCOUNT_LOGIN_ON_GET = False  # the sign-in page's button POSTs
 SOCIALACCOUNT_STORE_TOKENS = False  # the provider's tokens are not needed after sign-in
 SOCIALACCOUNT_REQUESTS_TIMEOUT = 10
 # A second factor for password accounts: TOTP, passkeys (WebAuthn), recovery codes.
+MFA_ADAPTER = "authserver.second_factor.CodexMFAAdapter"
 MFA_SUPPORTED_TYPES = ["totp", "webauthn", "recovery_codes"]
 MFA_PASSKEY_LOGIN_ENABLED = False
 MFA_TOTP_ISSUER = "Agent Codex"

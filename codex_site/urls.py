@@ -40,6 +40,9 @@ OAUTH_ENDPOINTS = (
     + dot_urls.dcr_urlpatterns
 )
 
+# The admin carries the site's name (staff reach it from the site's header, and it links back).
+admin.site.site_header = "Agent Codex administration"
+admin.site.site_title = "Agent Codex admin"
 # The admin signs in on the site's own sign-in page, with its throttle and second factor.
 admin.site.login = secure_admin_login(admin.site.login)  # type: ignore[method-assign]
 # ... and changes their password on the site's page, where the current password passes the
@@ -69,6 +72,7 @@ ACCOUNT_PAGES = [
 urlpatterns = [
     path("", site_views.home, name="home"),
     path("healthz", site_views.healthz, name="healthz"),
+    path("favicon.ico", site_views.favicon, name="favicon"),
     path("metrics", site_views.metrics, name="metrics"),
     path("admin/", admin.site.urls),
     # Sign-in (password, single sign-on, second factor), sign-out, password change.

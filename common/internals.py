@@ -306,4 +306,16 @@ REGISTER: tuple[Internal, ...] = (
         "oidc_views.callback",
         "a provider that is down or answers wrongly gets a page: allauth's views raise on discovery faults",
     ),
+    Internal(
+        ALLAUTH,
+        "the context allauth's account, mfa and socialaccount views give their templates (overridden "
+        "in the site's words): form fields by name, form.secret, totp_url, totp_svg_data_uri, "
+        "redirect_field, reauthentication_alternatives (by id), unused_codes, can_*_codes, "
+        "js_data.request_options.publicKey.allowCredentials (fido2's request options), and the ids "
+        "allauth's WebAuthn script is given (data-allauth-onload)",
+        ("templates/mfa/authenticate.html", "templates/mfa/totp/activate_form.html"),
+        '{% extends "base.html" %}',
+        "the sign-in library's pages in the site's voice; the passkey step is offered only to an "
+        "account that has a passkey (allauth offers it to every account)",
+    ),
 )

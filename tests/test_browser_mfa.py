@@ -35,7 +35,7 @@ class SecondFactorTest(BrowserPages, PageChecks, LiveServerTestCase):
 
     def go(self, path: str) -> None:
         self.web.get(self.base + path)
-        self.wait_for_page_showing(By.TAG_NAME, "main")
+        self.wait_for_page_showing(By.TAG_NAME, "h1")
 
     def click(self, text: str) -> None:
         """A link or button that leads to another page (or the same one again, with an alert)."""
@@ -71,7 +71,7 @@ class SecondFactorTest(BrowserPages, PageChecks, LiveServerTestCase):
         self.click("Set up an authenticator app")
         self.reauthenticate_if_asked()
         self.assertIn("/accounts/2fa/totp/activate/", self.web.current_url)
-        secret = self.web.find_element(By.ID, "authenticator_secret").get_attribute("value")
+        secret = self.web.find_element(By.ID, "authenticator_secret").text
         self.shot("totp-setup")
         self.web.find_element(By.ID, "id_code").send_keys(totp(secret, self.clock.now))
         self.submit()
@@ -80,7 +80,16 @@ class SecondFactorTest(BrowserPages, PageChecks, LiveServerTestCase):
         codes = re.findall(rf"\b\d{{{mfa_settings.RECOVERY_CODE_DIGITS}}}\b", self.main_text())
         self.assertEqual(len(codes), mfa_settings.RECOVERY_CODE_COUNT, self.main_text())
         self.shot("recovery-codes")
+        self.signed_in_as = "alice"
         self.check_open_page("recovery-codes")
+        for name, path in [
+            ("recovery-codes-new", "/accounts/2fa/recovery-codes/generate/"),
+            ("totp-turn-off", "/accounts/2fa/totp/deactivate/"),
+            ("reauthenticate-with-a-code", "/accounts/2fa/reauthenticate/?next=/account/"),
+        ]:
+            self.go(path)
+            self.check_open_page(name)
+        self.signed_in_as = None  # from here, signing in again
 
         # The next sign-in asks for a code; a wrong one is refused, this step's is accepted.
         self.sign_out()
@@ -129,16 +138,31 @@ class SecondFactorTest(BrowserPages, PageChecks, LiveServerTestCase):
         self.click("Add a passkey")
         self.reauthenticate_if_asked()
         self.assertIn("/accounts/2fa/webauthn/add/", self.web.current_url)
+        self.assertEqual(self.web.find_element(By.ID, "id_name").get_attribute("value"), "")  # no "Master key"
         self.web.find_element(By.ID, "id_name").send_keys("Laptop")
         self.shot("passkey-add")
         # The page's script has the authenticator make the passkey, then submits the form.
         self.to_next_page(self.web.find_element(By.ID, "mfa_webauthn_add").click)
         self.assertTrue(Authenticator.objects.filter(user=self.alice, type="webauthn").exists(), self.main_text())
         self.assertEqual(len(self.web.get_credentials()), 1)
+        self.go("/accounts/2fa/webauthn/")
+        self.assertEqual(self.web.find_element(By.CSS_SELECTOR, "ul.cards h2").text, "Laptop")
+        self.signed_in_as = "alice"
+        self.check_open_page("passkeys")
+        passkey = Authenticator.objects.get(user=self.alice, type="webauthn").pk
+        for name, path in [
+            ("passkey-rename", f"/accounts/2fa/webauthn/keys/{passkey}/edit/"),
+            ("passkey-remove", f"/accounts/2fa/webauthn/keys/{passkey}/remove/"),
+            ("reauthenticate-with-a-passkey", "/accounts/2fa/webauthn/reauthenticate/?next=/account/"),
+        ]:
+            self.go(path)
+            self.check_open_page(name)
+        self.signed_in_as = None
 
         self.sign_out()
         self.password_sign_in()
         self.assertIn("/accounts/2fa/authenticate/", self.web.current_url)
+        self.check_open_page("second-factor-asked-with-a-passkey")
         self.to_next_page(self.web.find_element(By.ID, "mfa_webauthn_authenticate").click)
         self.assertTrue(self.web.current_url.endswith("/codex/"), self.web.current_url)
         self.go("/account/")

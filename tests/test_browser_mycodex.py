@@ -1,4 +1,4 @@
-"""My codex in a real headless Chromium over uvicorn: sign in, search, read an entry with its
+"""My notebook in a real headless Chromium over uvicorn: sign in, search, read an entry with its
 history, export (a real download, streamed through ASGI), delete, and import the export back.
 Screenshots of each page land in var/screenshots/mycodex-*.png."""
 
@@ -61,9 +61,9 @@ class BrowserMyCodexTests(BrowserPages, LiveServerTestCase):
         self.save("r2", title="Groceries", content="Milk, eggs, STRASSE bread", tags=["home"])
         self.save("r3", content="An untitled thought about fish.")
 
-        # Sign in straight into My codex: newest first.
+        # Sign in straight into My notebook: newest first.
         self.sign_in()
-        self.assertEqual(self.web.find_element(By.TAG_NAME, "h1").text, "My codex")
+        self.assertEqual(self.web.find_element(By.TAG_NAME, "h1").text, "My notebook")
         titles = [h.text for h in self.web.find_elements(By.CSS_SELECTOR, "ol.entries h2")]
         self.assertEqual(titles, ["Untitled note", "Groceries", "Launch plan"])
         self.shot("list")
@@ -98,7 +98,7 @@ class BrowserMyCodexTests(BrowserPages, LiveServerTestCase):
         # Delete one entry after confirming.
         self.web.get(self.live.base_url + f"/codex/entries/{plan.id}/")
         self.to_next_page(
-            self.web.find_element(By.LINK_TEXT, "Delete this entry").click, By.CSS_SELECTOR, "button.danger"
+            self.web.find_element(By.LINK_TEXT, "Delete this note…").click, By.CSS_SELECTOR, "button.danger"
         )
         self.shot("delete-confirm")
         status = self.to_next_page(
@@ -117,7 +117,7 @@ class BrowserMyCodexTests(BrowserPages, LiveServerTestCase):
             By.CSS_SELECTOR,
             "[role=status]",
         )
-        self.assertIn("Imported 1 of 3 entries. 2 were already in your codex", status.text)
+        self.assertIn("Imported 1 of 3 notes. 2 were already in your notebook", status.text)
         self.shot("import")
         self.assertEqual(Entry.objects.get(pk=plan.id).revision, 2)
 

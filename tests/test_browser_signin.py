@@ -25,7 +25,9 @@ class BrowserSignInTests(BrowserPages, LiveServerTestCase):
     def test_a_person_signs_in_and_lands_on_my_codex(self) -> None:
         self.submit_password("alice-password", "header form button")  # Sign out: signed in
         self.assertTrue(self.web.current_url.endswith("/codex/"), self.web.current_url)
-        self.assertIn("Account (alice)", self.web.find_element(By.TAG_NAME, "header").text)
+        self.assertEqual(
+            self.web.find_element(By.CSS_SELECTOR, "header .who").get_attribute("textContent"), "Signed in as alice"
+        )
         self.web.save_screenshot(str(screenshot_dir() / "signed-in.png"))
 
     def test_a_wrong_password_shows_an_error_and_keeps_the_person_signed_out(self) -> None:

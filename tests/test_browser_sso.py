@@ -100,7 +100,7 @@ class SingleSignOnTest(BrowserPages, PageChecks, LiveServerTestCase):
     def test_a_new_person_gets_an_account_and_a_returning_one_the_same(self) -> None:
         self.through_provider("ada@acme.test")
         self.assertTrue(self.web.current_url.endswith("/codex/"), self.web.current_url)
-        self.assertIn("Your codex is empty", self.web.find_element(By.TAG_NAME, "main").text)
+        self.assertIn("Your notebook is empty", self.web.find_element(By.TAG_NAME, "main").text)
         ada = get_user_model().objects.get(email="ada@acme.test")
         self.assertFalse(ada.has_usable_password())
         self.assertEqual(SocialAccount.objects.get(user=ada).uid, "ada@acme.test")
@@ -113,12 +113,22 @@ class SingleSignOnTest(BrowserPages, PageChecks, LiveServerTestCase):
         self.assertIn("through Acme", self.web.find_element(By.TAG_NAME, "main").text)
         self.shot("account")
 
+    def test_the_page_that_asks_before_going_to_the_provider_goes_there(self) -> None:
+        # A link straight to a provider's sign-in (not the sign-in page's button) asks first; its
+        # form's answer redirects to the provider, which its Content-Security-Policy must allow.
+        self.web.get(self.live.base_url + "/accounts/oidc/acme/login/?next=/codex/")
+        self.assertEqual(self.web.find_element(By.TAG_NAME, "h1").text, "Sign in with Acme?")
+        self.web.find_element(By.XPATH, "//button[normalize-space()='Continue']").click()
+        self.wait().until(self._page_to_act_on)
+        self.assertTrue(self.web.current_url.startswith(self.provider.issuer), self.web.current_url)
+        self.assertEqual(self.web.execute_script("return window.__policyViolations || []"), [])
+
     def test_a_domain_not_allowed_is_refused_and_makes_no_account(self) -> None:
         self.through_provider("eve@elsewhere.test")
         self.assertIn("refused", self.web.find_element(By.TAG_NAME, "h1").text)
         self.assertIn("@acme.test", self.web.find_element(By.CSS_SELECTOR, "[role=alert]").text)
         self.shot("wrong-domain")
-        self.check_open_page("refused")
+        self.check_open_page("refused")  # signed out (PageChecks.signed_in_as is None)
         self.through_provider("unverified-mallory@acme.test")
         self.assertIn("refused", self.web.find_element(By.TAG_NAME, "h1").text)
         self.assertFalse(get_user_model().objects.exclude(username="").exists())
@@ -173,6 +183,7 @@ class SingleSignOnTest(BrowserPages, PageChecks, LiveServerTestCase):
         self.web.get(self.live.base_url + "/account/delete/")
         self.assertIn("Sign in again", self.web.find_element(By.TAG_NAME, "h1").text)
         self.shot("sign-in-again")
+        self.signed_in_as = user.username
         self.check_open_page("sign-in-again")
         self.to_next_page(
             self.web.find_element(By.XPATH, "//button[normalize-space()='Sign in again with Acme']").click,

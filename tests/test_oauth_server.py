@@ -1,6 +1,7 @@
 """The authorization server over real HTTP: metadata, consent, and every refusal the issue lists."""
 
 import datetime as dt
+import re
 
 import httpx2
 from django.core.cache import cache
@@ -170,7 +171,11 @@ class ConsentTest(OAuthServerTestCase):
         page = self.browser.http.get(self.base + "/account/clients/")
         self.assertIn("Test agent", page.text)
         self.assertIn("Read your notes, Write your notes", page.text)
-        form = next(f for f in forms_of(page.text) if f["action"] and "/revoke/" in f["action"])
+        # Revoking asks first: the list links to a page whose form revokes.
+        link = re.search(r'href="(/account/clients/\d+/revoke/)"', page.text).group(1)
+        asked = self.browser.http.get(self.base + link)
+        self.assertEqual(self.mcp_status(tokens["access_token"]), 200)  # asking revoked nothing
+        form = next(f for f in forms_of(asked.text) if f["action"] == link)
         response = self.browser.http.post(self.base + form["action"], data=form["fields"])
         self.assertEqual(response.status_code, 302)
         self.assertEqual(self.mcp_status(tokens["access_token"]), 401)
