@@ -17,8 +17,8 @@ from tests.oauth_helpers import authorization_url, pkce_pair, register_client
 from tests.oidc import OIDCProvider, sso_settings
 from tests.served import free_port
 
-# What every page of this site shows and no page of the provider's does: the header's navigation.
-OUR_PAGE = "header nav[aria-label=Account]"
+# What every page of this site shows and no page of the provider's does: the header's site name.
+OUR_PAGE = "header.site a.brand"
 # What every page on the way shows once it has loaded: the provider's heading, or this site's header.
 ANY_PAGE = f"h1, {OUR_PAGE}"
 CLIENT_ID = "agent-codex"
@@ -118,8 +118,10 @@ class SingleSignOnTest(BrowserPages, PageChecks, LiveServerTestCase):
         # form's answer redirects to the provider, which its Content-Security-Policy must allow.
         self.web.get(self.live.base_url + "/accounts/oidc/acme/login/?next=/codex/")
         self.assertEqual(self.web.find_element(By.TAG_NAME, "h1").text, "Sign in with Acme?")
-        self.web.find_element(By.XPATH, "//button[normalize-space()='Continue']").click()
-        self.wait().until(self._page_to_act_on)
+        self.to_next_page(
+            self.web.find_element(By.XPATH, "//button[normalize-space()='Continue']").click, By.CSS_SELECTOR, ANY_PAGE
+        )
+        self.assertFalse(self.web.find_elements(By.CSS_SELECTOR, OUR_PAGE), self.web.current_url)
         self.assertTrue(self.web.current_url.startswith(self.provider.issuer), self.web.current_url)
         self.assertEqual(self.web.execute_script("return window.__policyViolations || []"), [])
 

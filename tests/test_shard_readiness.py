@@ -32,6 +32,7 @@ from django.urls import reverse
 
 from mcp_endpoint import server
 from mcp_endpoint.auth import token_checksum
+from mycodex.forms import CLEAR_PHRASE
 from notebook import services
 from notebook.exceptions import Conflict, NotFound, ResourceExhausted
 from notebook.models import Entry, EntryRevision
@@ -346,7 +347,7 @@ class ShardReadinessTest(TransactionTestCase):
         upload = SimpleUploadedFile("codex.json", exported, content_type="application/json")
         assert client.post(reverse("mycodex:import"), {"file": upload}).status_code in (200, 302)
         assert json.loads(exported)["entries"]  # a real export, imported whole
-        assert client.post(reverse("mycodex:clear"), {"confirmation": "delete my codex"}).status_code == 302
+        assert client.post(reverse("mycodex:clear"), {"confirmation": CLEAR_PHRASE}).status_code == 302
 
     def test_every_tool_call_reaches_one_codex_on_the_fast_path(self) -> None:
         with override_settings(CODEX_FAST_PATH=True):
