@@ -22,11 +22,10 @@ from authserver import ratelimit
 from authserver.tokens import mint_access_token
 from mcp_endpoint import auth
 from mcp_endpoint import server as mcp_server
-from mcp_endpoint.auth import token_checksum
-from mcp_endpoint.results import Refusal
+from mcp_endpoint.auth import Refusal, token_checksum
 from mcp_endpoint.versions import LATEST_HANDSHAKE_VERSION
 from notebook import services
-from notebook.exceptions import Conflict, InvalidArgument, NotFound, ResourceExhausted
+from notebook.exceptions import Conflict, InvalidArgument, NotebookError, NotFound, ResourceExhausted
 from notebook.models import Entry, EntryRevision, EntryTag
 from notebook.transactions import write_queue, write_transaction
 from notebook.validation import parse_entry_input
@@ -157,22 +156,36 @@ class TokenChangedBetweenCallsTest(LiveServerTestCase):
         token = self.token_for(self.alice)
         with (
             mock.patch("mcp_endpoint.auth.check_token_checksum", side_effect=OperationalError("db down")),
-            self.assertLogs("mcp_endpoint.server", "WARNING"),
+            self.assertLogs("mcp_endpoint.auth", "WARNING"),
         ):
             response = call_tool(self.mcp_url, token, "field_notes_search", {}, version=MODERN)
         self.assertEqual(response.status_code, 503, response.text)
         self.assertEqual(response.headers["retry-after"], "5")
 
 
-def call_unchecked(raw_token: str, name: str, arguments: dict[str, Any]) -> Any:
-    """Run the tools/call handler as the guard leaves a single call: token not yet checked."""
+def call_unchecked(raw_token: str, name: str, arguments: dict[str, Any]) -> tuple[Any, auth.RequestToken]:
+    """Run the tools/call handler as the guard leaves a call: token not yet checked. The
+    result, and the request's token (its first check's outcome)."""
+    token = auth.RequestToken(token_checksum(raw_token))
     context = SimpleNamespace(
-        request=SimpleNamespace(scope={auth.TOKEN_SCOPE_KEY: token_checksum(raw_token)}),
+        request=SimpleNamespace(scope={auth.TOKEN_SCOPE_KEY: token}),
         request_id=None,
         protocol_version=LATEST_HANDSHAKE_VERSION,
     )
     params = types.CallToolRequestParams(name=name, arguments=arguments)
-    return types.CallToolResult.model_validate(asyncio.run(mcp_server.call_tool(context, params)))
+    return types.CallToolResult.model_validate(asyncio.run(mcp_server.call_tool(context, params))), token
+
+
+def execute(name: str, arguments: dict[str, Any], checksum: str) -> Any:
+    """The handler's work in its worker thread, for a request whose token is not yet checked:
+    the result, or the refusal of the request's first check."""
+    token = auth.RequestToken(checksum)
+    try:
+        return mcp_server._execute(name, arguments, token)
+    except NotebookError:
+        if isinstance(token.first, Refusal):
+            return token.first
+        raise
 
 
 @override_settings(CODEX_TOOL_CALLS_PER_MINUTE=1_000_000)
@@ -201,7 +214,7 @@ class StatementsPerToolTest(TransactionTestCase):
     def statements(self, name: str, arguments: dict[str, Any]) -> list[str]:
         # The handler's work as its worker thread runs it, here on the test's connection.
         with CaptureQueriesContext(connection) as captured:
-            result = mcp_server._execute(name, arguments, token_checksum(self.token))
+            result = execute(name, arguments, token_checksum(self.token))
         self.assertIn("entry", result)
         # Transaction control is not a statement of the tool's own.
         return [
@@ -251,7 +264,7 @@ class StatementsPerToolTest(TransactionTestCase):
     def test_a_replayed_save_returns_the_entry(self) -> None:
         arguments = {"requestId": "seed", "entry": {"content": "seed", "tags": ["a"]}}
         with CaptureQueriesContext(connection):
-            result = call_unchecked(self.token, "field_notes_save", arguments)
+            result, _token = call_unchecked(self.token, "field_notes_save", arguments)
         self.assertEqual(success_of(result)["entry"]["id"], str(self.entry.id))
         self.assertEqual(Entry.objects.count(), 1)
 
@@ -276,7 +289,7 @@ class ReadAheadTest(TransactionTestCase):
         )
 
     def get(self, token: str, entry_id: str) -> Any:
-        return call_unchecked(token, "field_notes_get", {"id": entry_id})
+        return call_unchecked(token, "field_notes_get", {"id": entry_id})[0]
 
     def test_the_tokens_own_entry_is_read(self) -> None:
         token = mint_access_token(user=self.alice, scopes=["notes:read"], lifetime=dt.timedelta(hours=1))
@@ -301,8 +314,8 @@ class ReadAheadTest(TransactionTestCase):
             with self.subTest(status=status, deactivated=before is not None):
                 if before is not None:
                     before()
-                result = self.get(token, str(self.bobs.id))
-                self.assertEqual(result.meta[auth.REFUSAL_META]["status"], status)
+                result, checked = call_unchecked(token, "field_notes_get", {"id": str(self.bobs.id)})
+                self.assertEqual(checked.first.status, status)
                 self.assertNotIn("secret", result.model_dump_json())
 
     def test_a_user_without_a_codex_yet_gets_not_found(self) -> None:
@@ -339,13 +352,11 @@ class TokenConfirmedByTheWriteTest(TransactionTestCase):
         self.entry_id = self.save("first")["entry"]["id"]
 
     def save(self, request_id: str, content: str = "a note") -> Any:
-        return mcp_server._execute(
-            "field_notes_save", {"requestId": request_id, "entry": {"content": content}}, self.checksum
-        )
+        return execute("field_notes_save", {"requestId": request_id, "entry": {"content": content}}, self.checksum)
 
     def update(self, revision: int, content: str) -> Any:
         arguments = {"id": self.entry_id, "expectedRevision": revision, "entry": {"content": content}}
-        return mcp_server._execute("field_notes_update", arguments, self.checksum)
+        return execute("field_notes_update", arguments, self.checksum)
 
     def stored(self):
         return AccessToken.objects.filter(token_checksum=self.checksum)
@@ -411,7 +422,7 @@ class TokenConfirmedByTheWriteTest(TransactionTestCase):
         with self.assertRaises(Conflict):
             self.update(1, "stale")
         with self.assertRaises(NotFound):
-            mcp_server._execute(
+            execute(
                 "field_notes_update",
                 {"id": str(uuid.uuid4()), "expectedRevision": 1, "entry": {"content": "x"}},
                 self.checksum,
@@ -419,7 +430,7 @@ class TokenConfirmedByTheWriteTest(TransactionTestCase):
         with override_settings(CODEX_QUOTA_ENTRIES=1), self.assertRaises(ResourceExhausted):
             self.save("past the quota")
         with self.assertRaises(InvalidArgument):
-            mcp_server._execute("field_notes_save", {"requestId": "r", "entry": {"content": 5}}, self.checksum)
+            execute("field_notes_save", {"requestId": "r", "entry": {"content": 5}}, self.checksum)
         self.assertEqual(Entry.objects.count(), 1)
 
     def test_each_call_is_counted_once_against_the_rate_limit(self) -> None:
@@ -430,11 +441,11 @@ class TokenConfirmedByTheWriteTest(TransactionTestCase):
         checksum = token_checksum(token)
         arguments = {"requestId": "limited", "entry": {"content": "x"}}
         with override_settings(CODEX_TOOL_CALLS_PER_MINUTE=2), one_rate_window():
-            self.assertIn("entry", mcp_server._execute("field_notes_save", arguments, checksum))
+            self.assertIn("entry", execute("field_notes_save", arguments, checksum))
             get_application_model().objects.update(name="Renamed client")
-            self.assertIn("entry", mcp_server._execute("field_notes_save", arguments, checksum))
+            self.assertIn("entry", execute("field_notes_save", arguments, checksum))
             with self.assertRaises(ResourceExhausted):
-                mcp_server._execute("field_notes_save", arguments, checksum)
+                execute("field_notes_save", arguments, checksum)
 
     def test_concurrent_identical_saves_of_a_held_token_make_one_entry(self) -> None:
         if connection.vendor != "postgresql":
@@ -466,7 +477,7 @@ class TokenConfirmedByTheWriteTest(TransactionTestCase):
         bad_id = {"id": "not-a-uuid", "expectedRevision": 1, "entry": {"content": "x"}}
         for name, arguments in (("field_notes_update", bad_id), ("field_notes_search", {"cursor": "forged"})):
             with self.subTest(name):
-                refused = mcp_server._execute(name, arguments, self.checksum)
+                refused = execute(name, arguments, self.checksum)
                 self.assertIsInstance(refused, Refusal)
                 self.assertEqual(refused.status, 401)
 
@@ -474,16 +485,14 @@ class TokenConfirmedByTheWriteTest(TransactionTestCase):
         # Its statements are planned on every call: the check's joins would cost more there
         # than the round trip they save (notebook.sql.preconditions).
         with CaptureQueriesContext(connection) as captured:
-            self.assertIn("entries", mcp_server._execute("field_notes_search", {"tag": "x"}, self.checksum))
+            self.assertIn("entries", execute("field_notes_search", {"tag": "x"}, self.checksum))
         self.assertEqual(len(captured.captured_queries), 2)
         self.assertNotIn("precondition", " ".join(query["sql"] for query in captured.captured_queries))
 
     @override_settings(CODEX_FAST_PATH=False)
     def test_the_plain_path_holds_no_grant(self) -> None:
         token = mint_access_token(user=self.alice, scopes=BOTH, lifetime=dt.timedelta(hours=1))
-        mcp_server._execute(
-            "field_notes_save", {"requestId": "plain", "entry": {"content": "x"}}, token_checksum(token)
-        )
+        execute("field_notes_save", {"requestId": "plain", "entry": {"content": "x"}}, token_checksum(token))
         self.assertIsNone(auth.held_grant(token_checksum(token), BOTH))
 
 

@@ -21,7 +21,7 @@ from django.test import TransactionTestCase, override_settings
 
 from authserver.tokens import mint_access_token
 from mcp_endpoint import server
-from mcp_endpoint.auth import token_checksum
+from mcp_endpoint.auth import RequestToken, token_checksum
 from notebook import services
 from notebook.exceptions import Conflict, NotFound, ResourceExhausted
 from notebook.models import EntryRelatedAgent, EntryTag
@@ -64,6 +64,11 @@ def exchanges(work: Callable[[], Any]) -> list[list[str]]:
 PREPARATION = ["ParseComplete", "ReadyForQuery"]
 
 
+def execute(name: str, arguments: dict[str, Any], checksum: str) -> dict[str, Any]:
+    """The tool handler's work in its worker thread, for a request whose token is not yet checked."""
+    return server._execute(name, arguments, RequestToken(checksum))
+
+
 def round_trips(work: Callable[[], Any]) -> int:
     """Round trips, not counting a statement's one preparation on this connection."""
     return sum(1 for answer in exchanges(work) if answer != PREPARATION)
@@ -96,9 +101,7 @@ class RoundTripsTest(TransactionTestCase):
         arguments = {"id": str(self.entry.id)}
         results: list[dict] = []
         for _ in range(3):  # past the threshold at which the statement is prepared
-            self.assertEqual(
-                round_trips(lambda: results.append(server._execute("field_notes_get", arguments, token))), 1
-            )
+            self.assertEqual(round_trips(lambda: results.append(execute("field_notes_get", arguments, token))), 1)
         self.assertEqual([result["entry"]["id"] for result in results], [str(self.entry.id)] * 3)
 
     @override_settings(CODEX_TOOL_CALLS_PER_MINUTE=1_000_000)
@@ -109,15 +112,13 @@ class RoundTripsTest(TransactionTestCase):
         token = token_checksum(raw_token)
         last_use_already_written(self, raw_token)  # written once a minute: not this call's
         # The token's first call is checked apart and holds its grant.
-        self.assertEqual(round_trips(lambda: server._execute("field_notes_get", {"id": str(self.entry.id)}, token)), 1)
+        self.assertEqual(round_trips(lambda: execute("field_notes_get", {"id": str(self.entry.id)}, token)), 1)
         for revision in range(1, 4):  # past the threshold at which the statements are prepared
             with self.subTest(revision=revision):
                 save = {"requestId": f"held-{revision}", "entry": {"content": "x", "tags": ["a"]}}
-                self.assertEqual(round_trips(lambda save=save: server._execute("field_notes_save", save, token)), 1)
+                self.assertEqual(round_trips(lambda save=save: execute("field_notes_save", save, token)), 1)
                 update = {"id": str(self.entry.id), "expectedRevision": revision, "entry": {"content": f"v{revision}"}}
-                self.assertEqual(
-                    round_trips(lambda update=update: server._execute("field_notes_update", update, token)), 1
-                )
+                self.assertEqual(round_trips(lambda update=update: execute("field_notes_update", update, token)), 1)
 
     def test_a_save_is_one_round_trip(self) -> None:
         entry = {"content": "x", "title": "t", "tags": ["a", "b"], "relatedAgentIds": ["y"], "provenance": {"p": 1}}
