@@ -27,8 +27,6 @@ from authserver import last_used, ratelimit, token_check
 from authserver.scopes import ALL_SCOPES as ALL_SCOPES
 from authserver.scopes import READ as READ
 from authserver.scopes import WRITE as WRITE
-from authserver.token_check import Confirmation as Confirmation
-from authserver.token_check import HeldGrant as HeldGrant
 from authserver.token_check import ReadAhead as ReadAhead
 from authserver.token_check import ScopesMissing as ScopesMissing
 from authserver.token_check import TokenGrant as TokenGrant
@@ -122,16 +120,6 @@ def check_token_checksum(checksum: str, scopes: Iterable[str] = (), ahead: ReadA
     """The token check (one query), by the token's checksum: raises ``TokenRejected`` (401),
     ``ScopesMissing`` (403) or a ``DatabaseError`` (503), or returns the grant."""
     return token_check.check_access_token(checksum, scopes, ahead)
-
-
-def held_grant(checksum: str, scopes: Iterable[str]) -> HeldGrant | None:
-    """The grant this process holds for the token, unexpired and with ``scopes``, for a write's
-    statement to confirm (``authserver.token_check.HeldGrant``); or None."""
-    return token_check.held_grant(checksum, scopes)
-
-
-def forget_held_grant(checksum: str) -> None:
-    token_check.forget_held_grant(checksum)
 
 
 def check_bearer_token(raw_token: str, scopes: Iterable[str] = ()) -> TokenGrant:
