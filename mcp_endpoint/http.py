@@ -5,12 +5,13 @@ Before any token: CORS preflight (``mcp_endpoint.cors``: answered for allowed or
 for others), Host (421), Origin (403), body size (413, before any parsing) and a missing
 bearer token (401 with the challenge). Everything else is answered only once the request's
 token has been checked (contract 8): the guard puts the token in the ASGI scope
-(``auth.RequestToken``), answers the request (a GET's 405, a protocol version's 400, a batch,
-or the SDK's stateless Streamable HTTP transport, whose tool handlers check the token right
-before their services) into a held answer, then takes the first check's outcome, checking
-the token itself if nothing did. A refused token is answered 401/403/503 with the challenge,
-in place of whatever the held answer said; otherwise the held answer goes out. Which route a
-request takes depends on what it sent; whether its token is checked never does.
+(``auth.RequestToken``), answers the request into a held answer (405 to any method but POST,
+a protocol version's 400, a batch, or the SDK's stateless Streamable HTTP transport, whose
+tool handlers check the token right before their services), then takes the first check's
+outcome, checking the token itself if nothing did. A refused token is answered 401/403/503
+with the challenge, in place of whatever the held answer said; otherwise the held answer goes
+out. Which route a request takes depends on what it sent; whether its token is checked never
+does.
 """
 
 import contextlib
@@ -242,11 +243,13 @@ class GuardedMCPApp:
         self, scope: Scope, receive: Receive, send: Send, headers: Mapping[str, str], body: bytes, message: Any
     ) -> None:
         """The answer to a request whose token the guard holds: ours, or the SDK's."""
-        if scope["method"] == "GET":
-            # No stream is ever offered (contract 7): the server is stateless and answers
-            # every POST with one JSON response, so an open SSE stream would only hold a
-            # connection (and a file descriptor) forever.
-            response = _plain_error(405, "This server offers no stream: send each message as a POST")
+        if scope["method"] != "POST":
+            # Messages come as POSTs, and no stream is ever offered (contract 7): the server
+            # is stateless and answers every POST with one JSON response, so an open SSE
+            # stream would only hold a connection (and a file descriptor) forever; it keeps
+            # no session for a DELETE to end.
+            no_stream = "This server offers no stream: " if scope["method"] == "GET" else ""
+            response = _plain_error(405, f"{no_stream}send each message as a POST")
             response.headers["Allow"] = "POST"
             await response(scope, receive, send)
             return
@@ -325,7 +328,8 @@ def build_mcp_http_app() -> Starlette:
     guarded = GuardedMCPApp(session_manager)
     return Starlette(
         routes=[
-            *(Route(path, endpoint=guarded, methods=["GET", "POST", "DELETE"]) for path in sorted(ENDPOINT_PATHS)),
+            # Every method reaches the guard: none is answered before its token is checked.
+            *(Route(path, endpoint=guarded) for path in sorted(ENDPOINT_PATHS)),
             Route(PRM_PATH, endpoint=protected_resource_metadata_view, methods=["GET"]),
             Route(PRM_ROOT_PATH, endpoint=protected_resource_metadata_view, methods=["GET"]),
         ],
