@@ -4,8 +4,8 @@
 Each request's token is a ``RequestToken`` that the HTTP guard puts in the ASGI scope
 (``TOKEN_SCOPE_KEY``). Its ``check`` is the one way to a grant: one query, made in a worker
 thread, the first outcome kept as the request's. A tool handler checks right before its
-service, in the service's own worker-thread hop; the guard lets no answer out until the
-request's token has been checked (``first_outcome``: checking it then if no handler did), and
+service, in the service's own worker-thread hop; the guard (``mcp_endpoint.http``) lets no
+answer out until the request's token has been checked, checking it then if no handler did, and
 answers a refused first check with 401/403/503 instead of whatever was answered. A check that
 refuses after the first passed (a later call of a 2025-03-26 batch) is that call's notebook
 error (``unauthenticated``, ``permission_denied``, ``unavailable``). The database judges the
