@@ -251,11 +251,13 @@ REGISTER: tuple[Internal, ...] = (
     ),
     Internal(
         MCP,
-        "StreamableHTTPSessionManager(stateless=True, json_response=True) answers a POST with one "
-        "http.response.start and its body, after the handler ran",
-        ("mcp_endpoint/http.py",),
-        "send_answer",
-        "the guard holds the answer to a single tool call until it is whole, to turn a refusal into HTTP 401/403/503",
+        "StreamableHTTPSessionManager(stateless=True, json_response=True) answers each request it is handed "
+        "with one http.response.start and its body and then returns (never a stream); "
+        "ServerRequestContext.request.scope is the ASGI scope the guard handed it",
+        ("mcp_endpoint/http.py", "mcp_endpoint/server.py"),
+        "TOKEN_SCOPE_KEY",
+        "the guard holds every answer until the request's token is checked (by a tool handler, which finds the "
+        "token in the scope, or by the guard), and answers a refused token with 401/403/503 instead",
     ),
     # --- Django: request connections closed when the request ends (codex_site.request_connections)
     Internal(

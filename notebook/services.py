@@ -8,7 +8,7 @@ from django.db import IntegrityError
 from django.utils import timezone
 
 from notebook import quotas, store
-from notebook.exceptions import Conflict, NotFound, PreconditionFailed, ResourceExhausted
+from notebook.exceptions import Conflict, NotFound, ResourceExhausted
 from notebook.models import SEARCH_TAGS_SEPARATOR, Codex, Entry, EntryRelatedAgent, EntryRevision, EntryTag, RequestKey
 from notebook.selectors import NOT_FOUND_MESSAGE
 from notebook.transactions import wait_durable, write_transaction
@@ -101,19 +101,12 @@ def _conflict(current: int, expected: int) -> Conflict:
     )
 
 
-def writes_take_preconditions() -> bool:
-    """Whether ``entry_save`` and ``entry_update`` can check a caller's precondition in their
-    write's own statement (``notebook.sql.preconditions.Precondition``): the one-statement writes."""
-    return store.one_statement_writes()
-
-
 def entry_save(
     *,
     codex: Codex,
     request_id: str,
     data: EntryInput,
     writer: Writer = UNKNOWN_WRITER,
-    precondition: store.Precondition | None = None,
 ) -> Entry:
     """Create an entry at revision 1, idempotently by ``request_id`` within the codex.
 
@@ -125,14 +118,7 @@ def entry_save(
     other input it is a conflict. Concurrent identical saves all insert-then-collide
     on the request key's unique constraint, so exactly one entry is created and every
     caller gets it back.
-
-    ``precondition`` (only where ``writes_take_preconditions()``): the write is made only if it
-    holds, else ``PreconditionFailed`` and nothing is written. A replay is then never answered
-    (the statement that collided cannot say whether the condition held): that is
-    ``PreconditionFailed`` too, for the caller to save again without one.
     """
-    if precondition is not None and not writes_take_preconditions():
-        raise PreconditionFailed("this write cannot check a precondition in its statement")
     now = _now()
     entry = store.new_entry(codex=codex, revision=1, created_at=now, updated_at=now)
     apply_input(entry, data)
@@ -150,7 +136,6 @@ def entry_save(
                 fingerprint=data.fingerprint,
                 writer=writer.columns(),
                 charge=quotas.bounds(entries=1, stored_bytes=stored_bytes),
-                precondition=precondition,
             )
             if write_seq is None:
                 quotas.refuse(codex=codex, entries=1, stored_bytes=stored_bytes)
@@ -172,9 +157,7 @@ def entry_save(
                     ],
                 )
                 _record(entry, writer)
-    except (IntegrityError, ResourceExhausted) as error:
-        if precondition is not None and isinstance(error, IntegrityError):
-            raise PreconditionFailed("a collided save cannot say whether its precondition held") from None
+    except (IntegrityError, ResourceExhausted):
         # A replayed save answers with its entry even when the codex is full now.
         # The entry named by the codex too, as every notebook statement names it (docs/capacity.md).
         key = (
@@ -197,18 +180,14 @@ def entry_update(
     expected_revision: int,
     data: EntryInput,
     writer: Writer = UNKNOWN_WRITER,
-    precondition: store.Precondition | None = None,
 ) -> Entry:
     """Replace an entry completely if its revision is still ``expected_revision``.
 
-    ``writer`` is recorded on the new revision (see ``entry_save``); so is ``precondition``'s
-    meaning, checked before any other answer (a missing entry or a conflict).
+    ``writer`` is recorded on the new revision (see ``entry_save``).
 
     The row lock serialises concurrent updates: of any number that expect the same
     revision, exactly one succeeds and the rest see the new revision and conflict.
     """
-    if precondition is not None and not writes_take_preconditions():
-        raise PreconditionFailed("this write cannot check a precondition in its statement")
     if not store.one_statement_writes():
         return _update_in_transaction(
             codex=codex, entry_id=entry_id, expected_revision=expected_revision, data=data, writer=writer
@@ -226,7 +205,6 @@ def entry_update(
         now=_now(),
         writer=writer.columns(),
         charge=quotas.bounds(entries=0, stored_bytes=stored_bytes),
-        precondition=precondition,
     )
     if found.revision is None:
         raise NotFound(NOT_FOUND_MESSAGE)
