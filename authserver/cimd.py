@@ -14,7 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
-from django.core.cache import cache
+from django.core.cache import caches
 from oauth2_provider.cimd import CIMDError, is_cimd_client_id
 from oauth2_provider.settings import oauth2_settings
 
@@ -49,13 +49,18 @@ def refusal_hint(client_id: str) -> str | None:
     )
 
 
+def _notes():
+    """The cache of notes a stranger's requests can make (never the security state's)."""
+    return caches["notes"]
+
+
 def _refusal_key(client_id: str) -> str:
     return "cimd-refusal:" + client_assertions.cache_digest(client_id)
 
 
 def remembered_refusal(client_id: str) -> dict[str, str] | None:
     """What was wrong with the document the last time it was fetched, while DOT backs off."""
-    return cache.get(_refusal_key(client_id))
+    return _notes().get(_refusal_key(client_id))
 
 
 def _check_document(client_id: str, metadata: dict[str, Any]) -> client_assertions.Declaration:
@@ -112,4 +117,4 @@ class CodexMetadataFetcher(HardenedFetcher):
         # As long as DOT's backoff on this document, during which it answers "unknown client"
         # without fetching again.
         timeout = oauth2_settings.CIMD_FAILURE_BACKOFF_SECONDS + 5
-        cache.set(_refusal_key(client_id), {"problem": problem, "fix": fix}, timeout=timeout)
+        _notes().set(_refusal_key(client_id), {"problem": problem, "fix": fix}, timeout=timeout)

@@ -18,8 +18,9 @@ An assertion is accepted only when all of these hold; anything else is ``invalid
   (or revocation endpoint, where it is presented there);
 - ``exp`` is in the future and at most ``MAX_LIFETIME_SECONDS`` ahead (with ``LEEWAY_SECONDS``
   of clock skew), so that the replay store below stays small;
-- its ``jti`` was not seen before: it is kept (in the shared cache) until the assertion expires,
-  and only once everything else has passed, so a refused assertion leaves nothing behind.
+- its ``jti`` was not seen before: it is spent (``authserver.replay``, a table no other write can
+  evict from) until the assertion expires, and only once everything else has passed, so a
+  refused assertion leaves nothing behind.
 
 A key set behind ``jwks_uri`` is fetched by the same request-forgery-hardened fetcher as the
 document (https, public addresses only, size and time limits, the loopback exception in
@@ -28,6 +29,7 @@ are), and fetched again once when an assertion names a ``kid`` the cached set la
 rotated its keys), at most once per ``REFETCH_FLOOR_SECONDS`` per set.
 """
 
+import datetime as dt
 import hashlib
 import json
 import logging
@@ -40,6 +42,7 @@ from django.conf import settings
 from django.core.cache import cache
 from oauth2_provider.cimd import CIMDError
 
+from authserver import replay
 from authserver.fetching import HardenedFetcher
 from authserver.models import ClientKeys
 
@@ -323,10 +326,10 @@ def authenticate(
     jti = claims["jti"]
     if not isinstance(jti, str) or not 1 <= len(jti) <= MAX_JTI_CHARS:
         raise AssertionRefused(f"the assertion's jti must be a string of 1 to {MAX_JTI_CHARS} characters")
-    # Spent last, so that a refused assertion stores nothing; add() is atomic on every cache
-    # backend, so of two concurrent uses exactly one finds the jti new.
-    lifetime = int(expires - now) + LEEWAY_SECONDS + 1
-    if not cache.add("client-assertion-jti:" + cache_digest(client_id + "\x00" + jti), True, timeout=lifetime):
+    # Spent last, so that a refused assertion stores nothing; of two concurrent uses exactly one
+    # is first (authserver.replay). Kept until no clock could take the assertion as unexpired.
+    until = dt.datetime.fromtimestamp(expires + LEEWAY_SECONDS + 1, tz=dt.UTC)
+    if not replay.spend(namespace=replay.CLIENT_ASSERTION, issuer=client_id, jti=jti, expires_at=until):
         raise AssertionRefused("the assertion's jti was used before")
 
 

@@ -1,6 +1,7 @@
-"""A fixed-window rate limit per client address (or token), kept in Django's cache (the
-database cache by default, so every worker process shares the counts); ``allow_batched``
-for hot paths writes the cache once per batch of calls."""
+"""A fixed-window rate limit per client address (or token), kept in the ``default`` cache (the
+database cache that never evicts a live entry and fails closed, ``common.durable_cache``, so
+every worker process shares the counts and no flood of other entries resets them);
+``allow_batched`` for hot paths writes the cache once per batch of calls."""
 
 import threading
 import time
@@ -88,13 +89,12 @@ def allow_batched(bucket: str, key: str, *, limit: int, window_seconds: int) -> 
     except ValueError:
         if cache.add(shared_key, pending, timeout=window_seconds + 1):
             count = pending
-        else:  # another process created it meanwhile, or the write failed
+        else:  # another process created it meanwhile (a write that fails raises: common.durable_cache)
             try:
                 count = cache.incr(shared_key, pending)
             except ValueError:
-                # Neither there nor made: the database cache fails writes silently (its add()
-                # answers False on any database error), so this is the database failing, and
-                # the call answers `unavailable` as for any outage, not `internal`.
+                # Neither there nor made: only a cache that drops failed writes silently could
+                # do this. It is the storage failing: `unavailable`, as for any outage.
                 raise OperationalError("the shared rate-limit counter could not be written") from None
     with _windows_lock:
         if state.window == window:

@@ -459,8 +459,25 @@ globals().update(public_url_settings(CODEX_PUBLIC_URL))
 OAUTH2_PROVIDER_APPLICATION_MODEL = "oauth2_provider.Application"
 
 CACHES = {
-    # Shared by every worker process: rate-limit counters and DOT's fetch backoff.
-    "default": {"BACKEND": "django.core.cache.backends.db.DatabaseCache", "LOCATION": "codex_cache"}
+    # Security state, shared by every worker process: allauth's sign-in and second-factor
+    # throttle counters and its marks of used TOTP codes (allauth uses this alias only), this
+    # server's per-address and per-token limits, and clients' key sets with their fetch state.
+    # It never evicts a live entry: past MAX_ENTRIES rows a write first sweeps out the expired
+    # ones, and nothing else (common.durable_cache). A write the database refuses raises (a
+    # 503), never passes as an empty counter. Every entry is written with a timeout.
+    "default": {
+        "BACKEND": "common.durable_cache.DurableDatabaseCache",
+        "LOCATION": "codex_cache",
+        "OPTIONS": {"MAX_ENTRIES": 10_000},
+    },
+    # Notes that only make a page more helpful, and that a stranger's requests can make: why a
+    # client's metadata document was refused (kept while it is not fetched again). A table of
+    # their own, culled as Django culls, so that no flood of them can touch the entries above.
+    "notes": {
+        "BACKEND": "django.core.cache.backends.db.DatabaseCache",
+        "LOCATION": "codex_notes_cache",
+        "OPTIONS": {"MAX_ENTRIES": 5_000},
+    },
 }
 
 # A person signs in to read their notes; the OAuth flow brings its own `next`.

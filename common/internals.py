@@ -265,7 +265,25 @@ REGISTER: tuple[Internal, ...] = (
         "execute_wrappers.append",
         "a span per SQL statement on every connection of the process, the SQLite write connection included",
     ),
+    # --- Django: the default cache as security state (common.durable_cache) -------------------
+    Internal(
+        DJANGO,
+        "DatabaseCache._base_set (its True/False answer: False on any database error), _cull (overridden), "
+        "cache_model_class, _table, make_and_validate_key; the cache table's cache_key and expires columns",
+        ("common/durable_cache.py",),
+        "_base_set",
+        "a cache that never evicts a live entry (the sweep deletes expired rows only) and fails closed on writes",
+    ),
     # --- django-allauth: accounts, single sign-on, second factor ------------------------------
+    Internal(
+        ALLAUTH,
+        "allauth.core.internal.ratelimit, allauth.mfa.totp.internal.auth and allauth.socialaccount.internal."
+        "jwtkit keep their counters, used-code marks and seen ID-token jtis in django.core.cache.cache "
+        "(the default alias; no setting names another)",
+        ("codex_site/settings.py",),
+        "allauth uses this alias only",
+        "the default cache is the one that never evicts a live entry and fails closed; strangers' notes go elsewhere",
+    ),
     Internal(
         ALLAUTH,
         "allauth.core.internal.ratelimit.get_rates, get_cache_key, time; DefaultAccountAdapter."
