@@ -22,11 +22,14 @@ An assertion is accepted only when all of these hold; anything else is ``invalid
   evict from) until the assertion expires, and only once everything else has passed, so a
   refused assertion leaves nothing behind.
 
-A key set behind ``jwks_uri`` is fetched by the same request-forgery-hardened fetcher as the
-document (https, public addresses only, size and time limits, the loopback exception in
-development only), cached for as long as its ``Cache-Control`` allows (clamped as documents
-are), and fetched again once when an assertion names a ``kid`` the cached set lacks (the client
-rotated its keys), at most once per ``REFETCH_FLOOR_SECONDS`` per set.
+A key set behind ``jwks_uri`` is fetched by the same fetcher as the document
+(``authserver.fetching``: https, public addresses only, a size limit, one deadline over the
+whole exchange, the shared fetch slots, the loopback exception in development only), kept in the
+``default`` cache (which never evicts a live entry) for as long as its ``Cache-Control`` allows
+(clamped as documents are), and fetched again once when an assertion names a ``kid`` the kept
+set lacks (the client rotated its keys), at most once per ``REFETCH_FLOOR_SECONDS`` per set. A
+fetch that fails is remembered for ``FAILED_FETCH_SECONDS``: meanwhile assertions that need the
+set are refused without fetching it again.
 """
 
 import datetime as dt
@@ -43,7 +46,7 @@ from django.core.cache import cache
 from oauth2_provider.cimd import CIMDError
 
 from authserver import replay
-from authserver.fetching import HardenedFetcher
+from authserver.fetching import FetchBusy, HardenedFetcher
 from authserver.models import ClientKeys
 
 logger = logging.getLogger(__name__)
@@ -56,6 +59,7 @@ SHARED_SECRET_METHODS = frozenset({"client_secret_basic", "client_secret_post", 
 MAX_LIFETIME_SECONDS = 300
 LEEWAY_SECONDS = 30
 REFETCH_FLOOR_SECONDS = 60
+FAILED_FETCH_SECONDS = 60
 MAX_ASSERTION_CHARS = 16_384
 MAX_JTI_CHARS = 256
 MAX_KEYS = 32
@@ -174,7 +178,8 @@ def remember(client_id: str, declaration: Declaration) -> None:
         },
     )
     if declaration.jwks_uri:
-        cache.delete(_jwks_cache_key(declaration.jwks_uri))  # the document may name a new set
+        # The document may name a new set: fetched afresh at its next assertion.
+        cache.delete_many([_jwks_cache_key(declaration.jwks_uri), _failed_fetch_key(declaration.jwks_uri)])
 
 
 def keys_of(client_id: str) -> ClientKeys | None:
@@ -194,23 +199,35 @@ def _jwks_cache_key(jwks_uri: str) -> str:
     return "client-jwks:" + cache_digest(jwks_uri)
 
 
-def _fetch_key_set(jwks_uri: str) -> dict[str, Any]:
+def _failed_fetch_key(jwks_uri: str) -> str:
+    return "client-jwks-failed:" + cache_digest(jwks_uri)
+
+
+def _fetch_key_set(jwks_uri: str, *, network: str | None) -> dict[str, Any]:
+    if (failed := cache.get(_failed_fetch_key(jwks_uri))) is not None:
+        raise AssertionRefused(
+            f"the client's key set could not be fetched a moment ago ({failed}); it is not fetched again "
+            f"for {FAILED_FETCH_SECONDS} seconds"
+        )
     try:
-        jwks, max_age = HardenedFetcher().fetch(jwks_uri)
+        jwks, max_age = HardenedFetcher(network).fetch(jwks_uri)
+        if problem := _key_set_problem(jwks):
+            raise CIMDError("it cannot be used: " + problem.replace('its "jwks"', "it"))
+    except FetchBusy as error:  # nothing was fetched: nothing to hold against the set
+        raise AssertionRefused(f"the client's key set could not be fetched just now ({error})") from None
     except CIMDError as error:
+        cache.set(_failed_fetch_key(jwks_uri), str(error)[:200], timeout=FAILED_FETCH_SECONDS)
         raise AssertionRefused(f"the client's key set could not be fetched ({error})") from None
-    if problem := _key_set_problem(jwks):
-        raise AssertionRefused("the client's key set cannot be used: " + problem.replace('its "jwks"', "it"))
     cache.set(_jwks_cache_key(jwks_uri), jwks, timeout=max_age)
     return jwks
 
 
-def _key_set(keys: ClientKeys, *, fresh: bool = False) -> dict[str, Any]:
+def _key_set(keys: ClientKeys, *, network: str | None, fresh: bool = False) -> dict[str, Any]:
     if keys.jwks is not None:
         return keys.jwks
     if not fresh and (cached := cache.get(_jwks_cache_key(keys.jwks_uri))) is not None:
         return cached
-    return _fetch_key_set(keys.jwks_uri)
+    return _fetch_key_set(keys.jwks_uri, network=network)
 
 
 def _select(jwks: dict[str, Any], kid: str | None, algorithm: str) -> dict[str, Any] | None:
@@ -220,8 +237,8 @@ def _select(jwks: dict[str, Any], kid: str | None, algorithm: str) -> dict[str, 
     return signing[0] if len(signing) == 1 else None
 
 
-def _signing_key(keys: ClientKeys, kid: str | None, algorithm: str) -> jwt.PyJWK:
-    key = _select(_key_set(keys), kid, algorithm)
+def _signing_key(keys: ClientKeys, kid: str | None, algorithm: str, *, network: str | None) -> jwt.PyJWK:
+    key = _select(_key_set(keys, network=network), kid, algorithm)
     # An unknown kid: the client may have rotated its keys. Fetch again, at most once per
     # floor, so that assertions naming random kids cannot make us fetch at will.
     if (
@@ -230,7 +247,7 @@ def _signing_key(keys: ClientKeys, kid: str | None, algorithm: str) -> jwt.PyJWK
         and kid is not None
         and cache.add("client-jwks-refetch:" + cache_digest(keys.jwks_uri), True, timeout=REFETCH_FLOOR_SECONDS)
     ):
-        key = _select(_key_set(keys, fresh=True), kid, algorithm)
+        key = _select(_key_set(keys, network=network, fresh=True), kid, algorithm)
     if key is None:
         if kid is None:
             raise AssertionRefused("the assertion names no kid, and the client's key set has several signing keys")
@@ -268,10 +285,18 @@ def audiences(endpoint: str) -> list[str]:
 
 
 def authenticate(
-    *, client_id: str, keys: ClientKeys, assertion_type: object, assertion: object, endpoint: str, now: float
+    *,
+    client_id: str,
+    keys: ClientKeys,
+    assertion_type: object,
+    assertion: object,
+    endpoint: str,
+    now: float,
+    network: str | None = None,
 ) -> None:
     """Check a client assertion for ``client_id`` (whose keys are ``keys``); ``AssertionRefused``
-    says why it is not good. On success its ``jti`` is spent."""
+    says why it is not good. On success its ``jti`` is spent. ``network``: the client network
+    of the request (its share of the fetch slots, should the key set be fetched)."""
     if not isinstance(assertion, str) or not assertion:
         raise AssertionRefused(
             f"this client authenticates with private_key_jwt: send client_assertion (of type {ASSERTION_TYPE})"
@@ -292,7 +317,7 @@ def authenticate(
         raise AssertionRefused(f"alg must be {keys.signing_algorithm}, as the client's metadata document declares")
     if kid is not None and not isinstance(kid, str):
         raise AssertionRefused("kid must be a string")
-    key = _signing_key(keys, kid, algorithm)
+    key = _signing_key(keys, kid, algorithm, network=network)
     try:
         claims = jwt.decode(
             assertion,

@@ -7,6 +7,12 @@ is reactivated. So saving a user with ``is_active=False`` (the admin's checkbox,
 authorization codes; reactivation starts from no tokens. A bulk
 ``QuerySet.update(is_active=False)`` sends no signal: run ``revoke_tokens`` after it.
 
+An application that cannot hold a secret (a public client: a dynamic registration with
+``token_endpoint_auth_method`` "none", or an application made from a metadata document, ``none``
+or ``private_key_jwt``) is saved with none. DOT would make one and hash it with the password
+hasher, a slow hash by design, for every such client a stranger registers; the validator never
+accepts an empty secret (``CodexOAuth2Validator._check_secret``).
+
 Signing out leaves a message for the page the person lands on (``LOGOUT_REDIRECT_URL``).
 Signing in marks the browser as a known device of the account (``authserver.devices``).
 """
@@ -17,13 +23,20 @@ from allauth.account.signals import user_logged_in
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.signals import user_logged_out
-from django.db.models.signals import post_save
+from django.db.models.signals import post_save, pre_save
 from django.dispatch import receiver
-from oauth2_provider.models import get_grant_model
+from oauth2_provider.models import get_application_model, get_grant_model
 
 from authserver import devices
 from authserver.signin import attempts_key
 from authserver.tokens import revoke_tokens
+
+
+@receiver(pre_save, sender=get_application_model(), dispatch_uid="authserver.public_clients_hold_no_secret")
+def public_clients_hold_no_secret(sender: Any, instance: Any, **kwargs: Any) -> None:
+    if instance.client_type == sender.CLIENT_PUBLIC:
+        instance.client_secret = ""
+        instance.hash_client_secret = False
 
 
 @receiver(post_save, sender=get_user_model(), dispatch_uid="authserver.revoke_on_deactivation")

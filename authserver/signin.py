@@ -30,7 +30,7 @@ from django.http import HttpRequest
 
 import codex_metrics
 from authserver.devices import known_device
-from authserver.ratelimit import client_address
+from authserver.ratelimit import client_address, client_network
 
 logger = logging.getLogger(__name__)
 
@@ -93,9 +93,10 @@ class CodexAccountAdapter(DefaultAccountAdapter):
         super().add_message(request, level, message_template, *args, **kwargs)
 
     def get_client_ip(self, request: HttpRequest) -> str:
-        # uvicorn applies X-Forwarded-For from trusted proxies only (CODEX_TRUSTED_PROXIES);
-        # the same address every other limit of this server counts.
-        return client_address(request)
+        # uvicorn applies X-Forwarded-For from trusted proxies only (CODEX_TRUSTED_PROXIES).
+        # allauth counts per this "address": the client's network, as every other limit of this
+        # server counts it (an IPv6 address's /64; allauth's own truncation leaves it as it is).
+        return client_network(request)
 
     def _get_login_attempts_cache_key(self, request: HttpRequest, **credentials: Any) -> str:
         # The username first: reauthentication passes the account's email address too.

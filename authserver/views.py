@@ -1,7 +1,7 @@
-"""This server's versions of two DOT endpoints: authorization (DOT's view with this
-server's consent page, iss on every redirect and a rate limit on metadata-document
-fetches) and dynamic registration with a clear 429. The connected-applications
-pages are in ``authserver.clients``."""
+"""This server's versions of two DOT endpoints: authorization (DOT's view with this server's
+consent page, iss on every redirect, and the one place a new client's metadata document is
+fetched, under a per-network limit) and dynamic registration with a clear 429. The
+connected-applications pages are in ``authserver.clients``."""
 
 import json
 from typing import Any
@@ -19,8 +19,8 @@ from oauth2_provider.views import AuthorizationView, OAuthServerMetadataView
 from oauth2_provider.views.dynamic_client_registration import DynamicClientRegistrationView
 
 import codex_metrics
-from authserver import client_assertions
-from authserver.ratelimit import allow, client_address
+from authserver import cimd, client_assertions
+from authserver.ratelimit import allow, client_network
 from authserver.refusals import explain
 from authserver.registration import (
     NeverCachedMixin,
@@ -54,35 +54,47 @@ class CodexAuthorizationView(AuthorizationView):
     so its Content-Security-Policy has no form-action (which would cover that redirect)."""
 
     template_name = "oauth2_provider/authorize.html"
+    fetched = None  # what fetching a new client's document came to, in this request
 
     def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         client_id = request.GET.get("client_id", "")
-        if is_cimd_client_id(client_id) and not get_application_model().objects.filter(client_id=client_id).exists():
-            # This request would make the server fetch a metadata document: limit per address.
-            ok, retry_after = allow(
-                "cimd", client_address(request), limit=settings.CODEX_CIMD_RATE_LIMIT, window_seconds=600
-            )
-            if not ok:
-                codex_metrics.limit_refused("metadata_documents")
-                response = render(
-                    request,
-                    "authserver/rate_limited.html",
-                    {"retry_after": retry_after, "what": "sign-ins with new applications"},
-                    status=429,
-                )
-                response["Retry-After"] = str(retry_after)
-                return response
+        unknown_document = is_cimd_client_id(client_id) and cimd.known_application(client_id) is None
+        if unknown_document and (refused := self._fetch_document(request, client_id)):
+            return refused
         if request.method == "GET" and not request.user.is_authenticated:
             # Check the request before asking anyone to sign in (contract 8): a bad client
             # or redirect URI gets the error page (it must not redirect), a missing PKCE
             # challenge or a foreign resource goes back to the client with the error and
-            # iss. A valid request continues to the sign-in page as before. (A new CIMD
-            # client's document is fetched here, under the rate limit above.)
+            # iss. A valid request continues to the sign-in page as before.
             try:
                 self.validate_authorization_request(request)
             except OAuthToolkitError as error:
                 return self.error_response(error, application=None)
         return super().dispatch(request, *args, **kwargs)
+
+    def _fetch_document(self, request: HttpRequest, client_id: str) -> HttpResponse | None:
+        """Fetch the document of a client this server does not know: the one place any endpoint
+        does, counted per network (an IPv6 /64) and bounded by the network's waiting
+        registrations. A refusal page, or None to go on (the client is known now, or the error
+        page says why not)."""
+        network = client_network(request)
+        ok, retry_after = allow("cimd", network, limit=settings.CODEX_CIMD_RATE_LIMIT, window_seconds=600)
+        if not ok:
+            codex_metrics.limit_refused("metadata_documents")
+            return self._rate_limited(retry_after, "sign-ins with new applications")
+        expire_pending()
+        if waiting := pending_refusal(network):
+            codex_metrics.limit_refused("registrations_waiting")
+            return self._rate_limited(waiting[1], "new applications waiting for approval")
+        self.fetched = cimd.fetch_new(client_id, network=network)
+        return None
+
+    def _rate_limited(self, retry_after: int, what: str) -> HttpResponse:
+        response = render(
+            self.request, "authserver/rate_limited.html", {"retry_after": retry_after, "what": what}, status=429
+        )
+        response["Retry-After"] = str(retry_after)
+        return response
 
     def form_invalid(self, form: Any) -> HttpResponse:
         # A consent POST missing the hidden fields the consent page sends (DOT would render
@@ -107,8 +119,12 @@ class CodexAuthorizationView(AuthorizationView):
         response = super().error_response(error, application, **kwargs)
         if getattr(response, "context_data", None) is not None:  # the error page, not a redirect
             params = self.request.GET if self.request.method == "GET" else self.request.POST
+            refusal = explain(params.get("client_id", ""), params.get("redirect_uri", ""), fetched=self.fetched)
             # A TemplateResponse, rendered after this.
-            response.context_data["refusal"] = explain(params.get("client_id", ""), params.get("redirect_uri", ""))
+            response.context_data["refusal"] = refusal
+            if refusal is not None and refusal.busy:
+                response.status_code = 503
+                response["Retry-After"] = "5"
         return response
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
@@ -129,8 +145,8 @@ class RateLimitedRegistrationView(NeverCachedMixin, DynamicClientRegistrationVie
     waiting for a person's approval (``authserver.registration``)."""
 
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        address = client_address(request)
-        ok, retry_after = allow("dcr", address, limit=settings.CODEX_DCR_RATE_LIMIT, window_seconds=3600)
+        network = client_network(request)
+        ok, retry_after = allow("dcr", network, limit=settings.CODEX_DCR_RATE_LIMIT, window_seconds=3600)
         if not ok:
             codex_metrics.limit_refused("registrations")
             return _too_many(
@@ -140,12 +156,13 @@ class RateLimitedRegistrationView(NeverCachedMixin, DynamicClientRegistrationVie
         if problem := registration_body_problem(request):
             return problem
         expire_pending()
-        if waiting := pending_refusal(address):
+        if waiting := pending_refusal(network):
             codex_metrics.limit_refused("registrations_waiting")
             return _too_many(*waiting)
         response = super().post(request, *args, **kwargs)
         if response.status_code == 201:
-            record_pending(json.loads(response.content)["client_id"], address)
+            client_id = json.loads(response.content)["client_id"]
+            record_pending(get_application_model().objects.get(client_id=client_id), network)
         return response
 
 

@@ -287,12 +287,18 @@ ACCOUNT_REAUTHENTICATION_TIMEOUT = 300
 CODEX_SIGNIN_FAILURES_PER_ACCOUNT = envint("CODEX_SIGNIN_FAILURES_PER_ACCOUNT", 5)
 CODEX_SIGNIN_FAILURE_WINDOW_SECONDS = envint("CODEX_SIGNIN_FAILURE_WINDOW_SECONDS", 300)
 CODEX_SIGNIN_FAILURES_PER_ADDRESS = envint("CODEX_SIGNIN_FAILURES_PER_ADDRESS", 10)
+# Sign-in attempts of any outcome from one network (an IPv4 address, an IPv6 /64) per minute:
+# people behind one office address signing in at 9 o'clock are not a flood. Each attempt costs
+# one password hash; only an attempt with a right password gets past the failures' limit.
+CODEX_SIGNINS_PER_ADDRESS = envint("CODEX_SIGNINS_PER_ADDRESS", 120)
 ACCOUNT_RATE_LIMITS = {
     "login_failed": (
         f"{CODEX_SIGNIN_FAILURES_PER_ADDRESS}/m/ip,"
         f"{CODEX_SIGNIN_FAILURES_PER_ACCOUNT}/{CODEX_SIGNIN_FAILURE_WINDOW_SECONDS}s/key"
     ),
-    "login": "30/m/ip",
+    # Every sign-in attempt, successful or not, per network and minute (failures are held far
+    # lower above): sized for an office whose people sign in together in the morning.
+    "login": f"{CODEX_SIGNINS_PER_ADDRESS}/m/ip",
     # Above the per-account failure limit, which engages first (with its wait in words).
     "change_password": "10/m/user",
     "reauthenticate": "10/m/user",
@@ -362,8 +368,9 @@ CODEX_BODY_TIMEOUT_SECONDS = envint("CODEX_BODY_TIMEOUT_SECONDS", 60)
 # that make the server fetch a new client's metadata document per 10 minutes.
 CODEX_DCR_RATE_LIMIT = envint("CODEX_DCR_RATE_LIMIT", 300)
 CODEX_CIMD_RATE_LIMIT = envint("CODEX_CIMD_RATE_LIMIT", 30)
-# Dynamic registrations that no person has approved yet (authserver.registration): removed
-# once this old, and at most so many waiting per client address and in all.
+# Client registrations that no person has approved yet (authserver.registration), dynamic ones
+# and applications made from metadata documents alike: removed once this old; at most so many
+# wait per client network (refused past it), and at most so many in all (the oldest make room).
 CODEX_DCR_PENDING_SECONDS = envint("CODEX_DCR_PENDING_SECONDS", 3600)
 CODEX_DCR_PENDING_PER_ADDRESS = envint("CODEX_DCR_PENDING_PER_ADDRESS", 100)
 CODEX_DCR_PENDING_MAX = envint("CODEX_DCR_PENDING_MAX", 1000)
@@ -386,6 +393,11 @@ CODEX_METRICS_TOKEN = os.environ.get("CODEX_METRICS_TOKEN", "")
 # Client ID Metadata Documents on loopback addresses (a local client): debug only, and the
 # test runner turns it on.
 CODEX_CIMD_ALLOW_LOOPBACK = envbool("CODEX_CIMD_ALLOW_LOOPBACK", DEBUG)
+# Fetches of clients' metadata documents and key sets in progress at once, per process, and the
+# share of them one client network may hold (authserver.fetching); each has a deadline of
+# CIMD_FETCH_TIMEOUT_SECONDS over the whole exchange.
+CODEX_FETCHES_AT_ONCE = envint("CODEX_FETCHES_AT_ONCE", 10)
+CODEX_FETCHES_AT_ONCE_PER_ADDRESS = envint("CODEX_FETCHES_AT_ONCE_PER_ADDRESS", 2)
 
 
 def oauth2_provider_settings(public_url: str) -> dict:

@@ -173,10 +173,20 @@ REGISTER: tuple[Internal, ...] = (
     # --- django-oauth-toolkit -------------------------------------------------------------------
     Internal(
         DOT,
-        "oauth2_provider.cimd._validate_client_id_url, SafeMetadataFetcher._read_document",
-        ("authserver/cimd_loopback.py",),
-        "_validate_client_id_url",
-        "a loopback metadata document (debug and tests) passes exactly the checks a public one does",
+        "oauth2_provider.cimd._validate_client_id_url, _resolve_and_validate, SafeMetadataFetcher._read_document",
+        ("authserver/fetching.py",),
+        "_resolve_and_validate",
+        "every fetch of a document or key set keeps DOT's request-forgery rules and reading of the answer, "
+        "under a deadline over the whole exchange (DOT's fetcher bounds each read only) and the shared slots",
+    ),
+    Internal(
+        DOT,
+        "OAuth2Validator._load_application (overridden: called for every client lookup, before DOT's "
+        "cimd.resolve_cimd_application and refresh_if_stale), OAuth2Validator._check_secret (overridden)",
+        ("authserver/validators.py",),
+        "def _load_application",
+        "an unknown metadata-document client is answered as unknown and nothing is fetched outside the "
+        "authorization endpoint; a public client's empty secret matches nothing",
     ),
     Internal(
         DOT,
