@@ -14,8 +14,9 @@ An assertion is accepted only when all of these hold; anything else is ``invalid
 - its ``alg`` is asymmetric (``SIGNING_ALGORITHMS``: never ``none``, never an HMAC) and, when the
   document names ``token_endpoint_auth_signing_alg``, that one;
 - it is signed by a key of the client's set, chosen by ``kid`` (a set of one key may omit it);
-- ``iss`` and ``sub`` are the client id; ``aud`` names this server's issuer or token endpoint
-  (or revocation endpoint, where it is presented there);
+- ``iss`` and ``sub`` are the client id; ``aud`` is one value (a string, or a list of exactly
+  one): this server's issuer, or its token endpoint for older clients (or the revocation
+  endpoint, where it is presented there); never a list that also names other servers;
 - ``exp`` is in the future and at most ``MAX_LIFETIME_SECONDS`` ahead (with ``LEEWAY_SECONDS``
   of clock skew), so that the replay store below stays small;
 - its ``jti`` was not seen before: it is spent (``authserver.replay``, a table no other write can
@@ -278,10 +279,20 @@ def claimed_client_id(assertion: object) -> str | None:
 
 
 def audiences(endpoint: str) -> list[str]:
-    """What an assertion's ``aud`` may name: this server's issuer, its token endpoint, and the
-    endpoint it is presented at."""
+    """The values an assertion's one ``aud`` may be: this server's issuer (first: what current
+    guidance asks for), its token endpoint, and the endpoint it is presented at."""
     issuer = settings.CODEX_ISSUER_URL
-    return sorted({issuer, issuer + "/token/", issuer + "/" + endpoint.strip("/") + "/"})
+    return list(dict.fromkeys([issuer, issuer + "/token/", issuer + "/" + endpoint.strip("/") + "/"]))
+
+
+def _audience_problem(audience: object, accepted: list[str]) -> str | None:
+    if isinstance(audience, list):
+        if len(audience) != 1:
+            return "the assertion's aud must be one value (this server's issuer), not a list of several"
+        audience = audience[0]
+    if audience not in accepted:
+        return "the assertion's aud must be " + " or ".join(accepted[:2])
+    return None
 
 
 def authenticate(
@@ -323,15 +334,13 @@ def authenticate(
             assertion,
             key=key,
             algorithms=[algorithm],
-            audience=audiences(endpoint),
             issuer=client_id,
             leeway=LEEWAY_SECONDS,
-            options={"require": ["iss", "sub", "aud", "exp", "jti"], "verify_iat": False},
+            # aud is checked below: PyJWT accepts a list that names any one of the values.
+            options={"require": ["iss", "sub", "aud", "exp", "jti"], "verify_iat": False, "verify_aud": False},
         )
     except jwt.ExpiredSignatureError:
         raise AssertionRefused("the assertion has expired") from None
-    except jwt.InvalidAudienceError:
-        raise AssertionRefused("the assertion's aud must be " + " or ".join(audiences(endpoint)[:2])) from None
     except jwt.InvalidIssuerError:
         raise AssertionRefused("the assertion's iss must be the client id") from None
     except jwt.MissingRequiredClaimError as error:
@@ -342,6 +351,8 @@ def authenticate(
         raise AssertionRefused(f"the assertion is not valid ({type(error).__name__})") from None
     if claims.get("sub") != client_id:
         raise AssertionRefused("the assertion's sub must be the client id")
+    if problem := _audience_problem(claims["aud"], audiences(endpoint)):
+        raise AssertionRefused(problem)
     expires = claims["exp"]
     if not isinstance(expires, int | float) or expires > now + MAX_LIFETIME_SECONDS + LEEWAY_SECONDS:
         raise AssertionRefused(f"the assertion's exp must be at most {MAX_LIFETIME_SECONDS} seconds ahead")

@@ -11,7 +11,9 @@ An application that cannot hold a secret (a public client: a dynamic registratio
 ``token_endpoint_auth_method`` "none", or an application made from a metadata document, ``none``
 or ``private_key_jwt``) is saved with none. DOT would make one and hash it with the password
 hasher, a slow hash by design, for every such client a stranger registers; the validator never
-accepts an empty secret (``CodexOAuth2Validator._check_secret``).
+accepts an empty secret (``CodexOAuth2Validator._check_secret``). And no application skips the
+consent page: ``skip_authorization`` is never saved on (consent is always asked, whatever an
+edit in the admin says; a bulk ``QuerySet.update`` sends no signal, and must not set it).
 
 Signing out leaves a message for the page the person lands on (``LOGOUT_REDIRECT_URL``).
 Signing in marks the browser as a known device of the account (``authserver.devices``).
@@ -28,15 +30,15 @@ from django.dispatch import receiver
 from oauth2_provider.models import get_application_model, get_grant_model
 
 from authserver import devices
-from authserver.signin import attempts_key
 from authserver.tokens import revoke_tokens
 
 
-@receiver(pre_save, sender=get_application_model(), dispatch_uid="authserver.public_clients_hold_no_secret")
-def public_clients_hold_no_secret(sender: Any, instance: Any, **kwargs: Any) -> None:
+@receiver(pre_save, sender=get_application_model(), dispatch_uid="authserver.applications_as_configured")
+def applications_as_configured(sender: Any, instance: Any, **kwargs: Any) -> None:
     if instance.client_type == sender.CLIENT_PUBLIC:
         instance.client_secret = ""
         instance.hash_client_secret = False
+    instance.skip_authorization = False
 
 
 @receiver(post_save, sender=get_user_model(), dispatch_uid="authserver.revoke_on_deactivation")
@@ -64,4 +66,4 @@ def say_signed_out(sender: Any, request: Any, user: Any, **kwargs: Any) -> None:
 def remember_device(sender: Any, request: Any, response: Any, user: Any, **kwargs: Any) -> None:
     # allauth's signal carries the response the person is sent on with (the sign-in's redirect).
     if response is not None:
-        devices.remember(response, attempts_key(user.get_username()))
+        devices.remember(response, user)

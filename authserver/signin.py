@@ -102,8 +102,9 @@ class CodexAccountAdapter(DefaultAccountAdapter):
         # The username first: reauthentication passes the account's email address too.
         key = attempts_key(credentials.get("username") or credentials.get("email") or "")
         # A browser that signed in to this account before is counted apart (authserver.devices).
-        if device := known_device(request, key):
-            return f"{key}:device:{device}"
+        known = known_device(request)
+        if known is not None and attempts_key(known[0].get_username()) == key:
+            return f"{key}:device:{known[1]}"
         return key
 
     def pre_authenticate(self, request: HttpRequest, **credentials: Any) -> None:

@@ -6,6 +6,7 @@ import logging
 from collections.abc import Callable
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.utils.http import url_has_allowed_host_and_scheme
 
 from codex_site import errors
 from common.outage import UNAVAILABLE_ERRORS, log_database_unavailable
@@ -108,3 +109,27 @@ def _nul_in(request: HttpRequest) -> str | None:
 
 def _holds_nul(data) -> bool:
     return any("\x00" in key or any("\x00" in value for value in values) for key, values in data.lists())
+
+
+class UnsafeNextMiddleware:
+    """A ``next`` in the query string that leads off this site (another host, or a scheme
+    other than http and https, ``javascript:`` among them) is dropped before any view sees it,
+    as Django's ``url_has_allowed_host_and_scheme`` judges it: every page that renders a ``next``
+    (the sign-in page's "Continue" link, the hidden field of allauth's forms) or follows one
+    then has only this site's own. A form's posted ``next`` is checked where it is followed
+    (allauth's ``get_next_redirect_url``)."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if "next" in request.GET and not all(safe_next(request, value) for value in request.GET.getlist("next")):
+            kept = request.GET.copy()
+            del kept["next"]
+            request.GET = kept
+        return self.get_response(request)
+
+
+def safe_next(request: HttpRequest, url: str) -> bool:
+    """Whether ``url`` stays on this site (the request's own host), over HTTPS when the request is."""
+    return url_has_allowed_host_and_scheme(url, allowed_hosts={request.get_host()}, require_https=request.is_secure())

@@ -120,6 +120,8 @@ MIDDLEWARE = [
     # Before CommonMiddleware, so that preflights are answered before anything else runs.
     "corsheaders.middleware.CorsMiddleware",
     "django.middleware.common.CommonMiddleware",
+    # A `next` leading off this site is dropped from the query before any page renders or follows it.
+    "codex_site.middleware.UnsafeNextMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -398,6 +400,10 @@ CODEX_CIMD_ALLOW_LOOPBACK = envbool("CODEX_CIMD_ALLOW_LOOPBACK", DEBUG)
 # CIMD_FETCH_TIMEOUT_SECONDS over the whole exchange.
 CODEX_FETCHES_AT_ONCE = envint("CODEX_FETCHES_AT_ONCE", 10)
 CODEX_FETCHES_AT_ONCE_PER_ADDRESS = envint("CODEX_FETCHES_AT_ONCE_PER_ADDRESS", 2)
+# Token introspection (RFC 7662) is for resource servers an operator provisions: the client ids
+# of confidential applications (made in the admin) allowed to introspect, comma-separated.
+# Anyone else gets 401. Empty: nobody may, and the metadata names no introspection endpoint.
+CODEX_INTROSPECTION_CLIENTS = envlist("CODEX_INTROSPECTION_CLIENTS", [])
 
 
 def oauth2_provider_settings(public_url: str) -> dict:

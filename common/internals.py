@@ -190,6 +190,22 @@ REGISTER: tuple[Internal, ...] = (
     ),
     Internal(
         DOT,
+        "AuthorizationView.get reads approval_prompt from request.GET (and the application's "
+        "skip_authorization) to skip the consent page",
+        ("authserver/views.py", "authserver/signals.py"),
+        "skip_authorization",
+        "consent is always asked: the parameter is dropped before DOT reads it, and no application skips it",
+    ),
+    Internal(
+        DOT,
+        "ClientProtectedResourceMixin.dispatch: authenticate_client, then verify_request (a bearer token), "
+        "then unauthenticated_response",
+        ("authserver/views.py",),
+        "def verify_request",
+        "introspection by provisioned resource servers only, with their client secret, never by a token",
+    ),
+    Internal(
+        DOT,
         "OAuth2Validator._check_and_set_request_resource (overridden)",
         ("authserver/validators.py",),
         "_check_and_set_request_resource",
