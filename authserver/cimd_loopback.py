@@ -7,9 +7,13 @@ certificate it cannot check (a local client's or a test's self-signed one). Ever
 (the URL rules, the deadline, the slots, the reading of the answer) is the production fetch's.
 """
 
+import contextlib
 import socket
 import ssl
+import warnings
+from collections.abc import Iterator
 
+import urllib3
 from oauth2_provider.cimd import CIMDError
 
 
@@ -27,7 +31,12 @@ def loopback_addresses(host: str, port: int) -> list[str]:
     return addresses
 
 
-def unverified(context: ssl.SSLContext) -> None:
-    """The context accepts any certificate (loopback only, debug and tests only)."""
+@contextlib.contextmanager
+def unverified(context: ssl.SSLContext) -> Iterator[None]:
+    """Within the block, ``context`` accepts any certificate, and urllib3 does not warn that it
+    does (loopback only, debug and tests only)."""
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", urllib3.exceptions.InsecureRequestWarning)
+        yield

@@ -23,6 +23,7 @@ in what it may reach, how long it may take and how many may run at once:
   not made (``FetchBusy``), and says so.
 """
 
+import contextlib
 import ipaddress
 import ssl
 import threading
@@ -222,38 +223,40 @@ class HardenedFetcher(SafeMetadataFetcher):
         loopback = settings.CODEX_CIMD_ALLOW_LOOPBACK and is_loopback(host)
         addresses = _resolve(host, port, loopback=loopback, deadline=deadline, slot=slot)
         context = ssl.create_default_context()
+        trust: contextlib.AbstractContextManager = contextlib.nullcontext()
         if loopback:
             from authserver.cimd_loopback import unverified  # debug and tests only
 
-            unverified(context)
+            trust = unverified(context)
         context.sslsocket_class = type("FetchSocket", (_DeadlineSocket,), {"deadline": deadline})
         path = parsed.path + (f"?{parsed.query}" if parsed.query else "")
         # parsed.netloc is the authority without userinfo (refused above): the port and an IPv6
         # address's brackets, as the Host header needs them.
         headers = {"Host": parsed.netloc, "Accept": "application/json, application/*+json"}
         last_error: Exception | None = None
-        for address in addresses:
-            remaining = deadline.remaining()
-            pool = urllib3.HTTPSConnectionPool(
-                host=address,
-                port=port,
-                timeout=urllib3.Timeout(connect=remaining, read=remaining),
-                retries=False,
-                maxsize=1,
-                ssl_context=context,
-                server_hostname=host,
-                cert_reqs=context.verify_mode,
-            )
-            try:
-                response = pool.urlopen("GET", path, headers=headers, redirect=False, preload_content=False)
+        with trust:
+            for address in addresses:
+                remaining = deadline.remaining()
+                pool = urllib3.HTTPSConnectionPool(
+                    host=address,
+                    port=port,
+                    timeout=urllib3.Timeout(connect=remaining, read=remaining),
+                    retries=False,
+                    maxsize=1,
+                    ssl_context=context,
+                    server_hostname=host,
+                    cert_reqs=context.verify_mode,
+                )
                 try:
-                    return self._read_document(response)
+                    response = pool.urlopen("GET", path, headers=headers, redirect=False, preload_content=False)
+                    try:
+                        return self._read_document(response)
+                    finally:
+                        response.release_conn()
+                except (urllib3.exceptions.HTTPError, OSError) as error:
+                    if time.monotonic() >= deadline.at:
+                        raise TimeoutError from None
+                    last_error = error
                 finally:
-                    response.release_conn()
-            except (urllib3.exceptions.HTTPError, OSError) as error:
-                if time.monotonic() >= deadline.at:
-                    raise TimeoutError from None
-                last_error = error
-            finally:
-                pool.close()
+                    pool.close()
         raise CIMDError(f"could not fetch {urlsplit(parsed.geturl()).netloc}: {last_error}")
