@@ -10,6 +10,14 @@ authorization codes; reactivation starts from no tokens. A bulk
 Every token the token endpoint issues (any grant: DOT's ``app_authorized``) writes the audit
 line ``token.granted`` (``common.audit``).
 
+An application that cannot hold a secret (a public client: a dynamic registration with
+``token_endpoint_auth_method`` "none", or an application made from a metadata document, ``none``
+or ``private_key_jwt``) is saved with none. DOT would make one and hash it with the password
+hasher, a slow hash by design, for every such client a stranger registers; the validator never
+accepts an empty secret (``CodexOAuth2Validator._check_secret``). And no application skips the
+consent page: ``skip_authorization`` is never saved on (consent is always asked, whatever an
+edit in the admin says; a bulk ``QuerySet.update`` sends no signal, and must not set it).
+
 Signing out leaves a message for the page the person lands on (``LOGOUT_REDIRECT_URL``).
 Signing in marks the browser as a known device of the account (``authserver.devices``).
 """
@@ -20,15 +28,22 @@ from allauth.account.signals import user_logged_in
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.signals import user_logged_out
-from django.db.models.signals import post_save
+from django.db.models.signals import post_save, pre_save
 from django.dispatch import receiver
-from oauth2_provider.models import get_grant_model
+from oauth2_provider.models import get_application_model, get_grant_model
 from oauth2_provider.signals import app_authorized
 
 from authserver import devices
-from authserver.signin import attempts_key
 from authserver.tokens import revoke_tokens
 from common.audit import audit
+
+
+@receiver(pre_save, sender=get_application_model(), dispatch_uid="authserver.applications_as_configured")
+def applications_as_configured(sender: Any, instance: Any, **kwargs: Any) -> None:
+    if instance.client_type == sender.CLIENT_PUBLIC:
+        instance.client_secret = ""
+        instance.hash_client_secret = False
+    instance.skip_authorization = False
 
 
 @receiver(post_save, sender=get_user_model(), dispatch_uid="authserver.revoke_on_deactivation")
@@ -71,4 +86,4 @@ def say_signed_out(sender: Any, request: Any, user: Any, **kwargs: Any) -> None:
 def remember_device(sender: Any, request: Any, response: Any, user: Any, **kwargs: Any) -> None:
     # allauth's signal carries the response the person is sent on with (the sign-in's redirect).
     if response is not None:
-        devices.remember(response, attempts_key(user.get_username()))
+        devices.remember(response, user)

@@ -90,9 +90,10 @@ urlpatterns = [
     path(".well-known/openid-configuration/o", site_views.not_found),
     path("o/.well-known/openid-configuration", site_views.not_found),
     path("o/.well-known/openid-configuration/", site_views.not_found),
-    # This server's versions of two DOT endpoints, resolved before DOT's own.
+    # This server's versions of DOT endpoints, resolved before DOT's own.
     path("o/authorize/", authserver_views.CodexAuthorizationView.as_view()),
     path("o/token/", CodexTokenView.as_view()),
+    path("o/introspect/", authserver_views.ResourceServerIntrospectionView.as_view()),
     path("o/register/", authserver_views.RateLimitedRegistrationView.as_view()),
     path("o/register/<str:client_id>/", GuardedRegistrationManagementView.as_view()),
     path("o/", include((OAUTH_ENDPOINTS, "oauth2_provider"))),

@@ -190,10 +190,36 @@ REGISTER: tuple[Internal, ...] = (
     # --- django-oauth-toolkit -------------------------------------------------------------------
     Internal(
         DOT,
-        "oauth2_provider.cimd._validate_client_id_url, SafeMetadataFetcher._read_document",
-        ("authserver/cimd_loopback.py",),
-        "_validate_client_id_url",
-        "a loopback metadata document (debug and tests) passes exactly the checks a public one does",
+        "oauth2_provider.cimd._validate_client_id_url, _resolve_and_validate, SafeMetadataFetcher._read_document",
+        ("authserver/fetching.py",),
+        "_resolve_and_validate",
+        "every fetch of a document or key set keeps DOT's request-forgery rules and reading of the answer, "
+        "under a deadline over the whole exchange (DOT's fetcher bounds each read only) and the shared slots",
+    ),
+    Internal(
+        DOT,
+        "OAuth2Validator._load_application (overridden: called for every client lookup, before DOT's "
+        "cimd.resolve_cimd_application and refresh_if_stale), OAuth2Validator._check_secret (overridden)",
+        ("authserver/validators.py",),
+        "def _load_application",
+        "an unknown metadata-document client is answered as unknown and nothing is fetched outside the "
+        "authorization endpoint; a public client's empty secret matches nothing",
+    ),
+    Internal(
+        DOT,
+        "AuthorizationView.get reads approval_prompt from request.GET (and the application's "
+        "skip_authorization) to skip the consent page",
+        ("authserver/views.py", "authserver/signals.py"),
+        "skip_authorization",
+        "consent is always asked: the parameter is dropped before DOT reads it, and no application skips it",
+    ),
+    Internal(
+        DOT,
+        "ClientProtectedResourceMixin.dispatch: authenticate_client, then verify_request (a bearer token), "
+        "then unauthenticated_response",
+        ("authserver/views.py",),
+        "def verify_request",
+        "introspection by provisioned resource servers only, with their client secret, never by a token",
     ),
     Internal(
         DOT,
@@ -284,7 +310,25 @@ REGISTER: tuple[Internal, ...] = (
         "execute_wrappers.append",
         "a span per SQL statement on every connection of the process, the SQLite write connection included",
     ),
+    # --- Django: the default cache as security state (common.durable_cache) -------------------
+    Internal(
+        DJANGO,
+        "DatabaseCache._base_set (its True/False answer: False on any database error), _cull (overridden), "
+        "cache_model_class, _table, make_and_validate_key; the cache table's cache_key and expires columns",
+        ("common/durable_cache.py",),
+        "_base_set",
+        "a cache that never evicts a live entry (the sweep deletes expired rows only) and fails closed on writes",
+    ),
     # --- django-allauth: accounts, single sign-on, second factor ------------------------------
+    Internal(
+        ALLAUTH,
+        "allauth.core.internal.ratelimit, allauth.mfa.totp.internal.auth and allauth.socialaccount.internal."
+        "jwtkit keep their counters, used-code marks and seen ID-token jtis in django.core.cache.cache "
+        "(the default alias; no setting names another)",
+        ("codex_site/settings.py",),
+        "allauth uses this alias only",
+        "the default cache is the one that never evicts a live entry and fails closed; strangers' notes go elsewhere",
+    ),
     Internal(
         ALLAUTH,
         "allauth.core.internal.ratelimit.get_rates, get_cache_key, time; DefaultAccountAdapter."

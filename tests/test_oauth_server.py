@@ -88,7 +88,6 @@ class MetadataTest(OAuthServerTestCase):
                 "authorization_endpoint": o + "/authorize/",
                 "token_endpoint": o + "/token/",
                 "revocation_endpoint": o + "/revoke_token/",
-                "introspection_endpoint": o + "/introspect/",
                 "registration_endpoint": o + "/register/",
                 "response_types_supported": ["code"],
                 "grant_types_supported": ["authorization_code", "refresh_token"],
@@ -109,8 +108,15 @@ class MetadataTest(OAuthServerTestCase):
                     "ES512",
                 ],
                 "revocation_endpoint_auth_methods_supported": [*secret_methods, "private_key_jwt"],
-                "introspection_endpoint_auth_methods_supported": secret_methods,
             },
+        )
+
+    @override_settings(CODEX_INTROSPECTION_CLIENTS=["resource-server"])
+    def test_introspection_is_advertised_once_a_resource_server_is_provisioned(self) -> None:
+        metadata = httpx2.get(self.base + "/.well-known/oauth-authorization-server/o").json()
+        self.assertEqual(metadata["introspection_endpoint"], self.issuer + "/introspect/")
+        self.assertEqual(
+            metadata["introspection_endpoint_auth_methods_supported"], ["client_secret_basic", "client_secret_post"]
         )
 
     def test_the_issuer_is_byte_identical_to_the_resource_metadata(self) -> None:
@@ -348,6 +354,7 @@ class RateLimitTest(OAuthServerTestCase):
         self.assertEqual(statuses[-1], 429)
 
 
+@override_settings(CODEX_INTROSPECTION_CLIENTS=["resource-server"])
 class IntrospectionTest(OAuthServerTestCase):
     def test_a_resource_server_can_introspect_a_token_and_sees_its_audience(self) -> None:
         Application = get_application_model()
