@@ -162,9 +162,8 @@ def shut_out(*, user: Any, by: str) -> tuple[int, int]:
     account and delete its tokens, grants and sessions, in one transaction; the audit line
     says ``by`` whom (``tokens.REVOKED_BY``). Returns (tokens and grants, sessions) deleted.
 
-    The next tool call with any of their tokens gets 401: the check reads the database on
-    every call, and a grant a process holds (``token_check.HeldGrant``) is only what a later
-    write's statement must find unchanged, which a deleted token and an inactive user are not."""
+    The next tool call with any of their tokens gets 401: every request's token is checked
+    against the database, and no process keeps a check for another request."""
     # A bulk update sends no signal (authserver.signals would revoke again); the tokens go below.
     get_user_model().objects.filter(pk=user.pk).update(is_active=False)
     counts = {}

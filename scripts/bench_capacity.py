@@ -16,8 +16,8 @@ that their trigrams are those of real prose. How each input is measured:
 - **db CPU per call**: the same, over every process of the PostgreSQL server (its backends,
   WAL writer, checkpointer, autovacuum), over the same run.
 - **round trips per call**: libpq's trace of one call made in this process (``tests.wire``),
-  once its token's grant is held and its statements prepared, as in steady use: the server's
-  answers that end in ReadyForQuery, the token check included.
+  once its statements are prepared, as in steady use: the server's answers that end in
+  ReadyForQuery, the token check included (a request's own check: one per call).
 - **WAL per call**: ``pg_current_wal_lsn()`` before and after the wrk run, over its calls.
 - **WAL per save and per update at scale**: the same, over saves and then updates made in
   this process into random codexes of the filled database right after a ``CHECKPOINT``, when
@@ -205,7 +205,7 @@ def round_trips(token: str, text: str, note_bytes: int) -> dict[str, int]:
 
     from authserver import last_used
     from mcp_endpoint import server
-    from mcp_endpoint.auth import token_checksum
+    from mcp_endpoint.auth import RequestToken, token_checksum
     from tests.wire import round_trips as counted
 
     checksum = token_checksum(token)
@@ -220,28 +220,30 @@ def round_trips(token: str, text: str, note_bytes: int) -> dict[str, int]:
         mock.patch.object(last_used, "LAST_USED", uses),
         mock.patch.object(settings, "CODEX_TOOL_CALLS_PER_MINUTE", 10**9),
     ):
-        saved = server._execute(
-            "field_notes_save", {"requestId": f"rt-{uuid.uuid4()}", "entry": {"content": "x"}}, checksum
-        )
+
+        def execute(name: str, arguments: dict) -> dict:
+            return server._execute(name, arguments, RequestToken(checksum))  # one request's token
+
+        saved = execute("field_notes_save", {"requestId": f"rt-{uuid.uuid4()}", "entry": {"content": "x"}})
         revision = [saved["entry"]["revision"]]
 
         def update() -> None:
             entry = {"content": note(text, note_bytes, rng)}
             arguments = {"id": saved["entry"]["id"], "expectedRevision": revision[0], "entry": entry}
-            revision[0] = server._execute("field_notes_update", arguments, checksum)["entry"]["revision"]
+            revision[0] = execute("field_notes_update", arguments)["entry"]["revision"]
 
-        calls = {
-            "get": lambda: server._execute("field_notes_get", {"id": saved["entry"]["id"]}, checksum),
-            "save": lambda: server._execute(
+        def save() -> None:
+            execute(
                 "field_notes_save",
                 {"requestId": f"rt-{uuid.uuid4()}", "entry": {"content": note(text, note_bytes, rng)}},
-                checksum,
-            ),
+            )
+
+        calls = {
+            "get": lambda: execute("field_notes_get", {"id": saved["entry"]["id"]}),
+            "save": save,
             "update": update,
-            "search, tag": lambda: server._execute("field_notes_search", {"tag": "t3", "limit": 20}, checksum),
-            "search, query": lambda: server._execute(
-                "field_notes_search", {"query": "rollback", "limit": 20}, checksum
-            ),
+            "search, tag": lambda: execute("field_notes_search", {"tag": "t3", "limit": 20}),
+            "search, query": lambda: execute("field_notes_search", {"query": "rollback", "limit": 20}),
         }
         for label, call in calls.items():
             for _ in range(3):  # past the threshold at which its statements are prepared

@@ -31,7 +31,7 @@ from django.test import Client, SimpleTestCase, TransactionTestCase, override_se
 from django.urls import reverse
 
 from mcp_endpoint import server
-from mcp_endpoint.auth import token_checksum
+from mcp_endpoint.auth import RequestToken, token_checksum
 from mycodex.forms import CLEAR_PHRASE
 from notebook import services
 from notebook.exceptions import Conflict, NotFound, ResourceExhausted
@@ -282,9 +282,9 @@ class ShardReadinessTest(TransactionTestCase):
     def call(self, name: str, arguments: dict[str, Any], *, raises: type[Exception] | None = None) -> Any:
         with override_settings(CODEX_TOOL_CALLS_PER_MINUTE=1_000_000):
             if raises is None:
-                return server._execute(name, arguments, self.token)
+                return server._execute(name, arguments, RequestToken(self.token))
             with self.assertRaises(raises):
-                server._execute(name, arguments, self.token)
+                server._execute(name, arguments, RequestToken(self.token))
         return None
 
     def every_tool_call(self) -> None:
@@ -377,7 +377,9 @@ class ShardReadinessTest(TransactionTestCase):
         last_use_already_written(self, raw)
         arguments = {"requestId": "first", "entry": {"content": "hello"}}
         with override_settings(CODEX_FAST_PATH=True):
-            statements = captured(lambda: server._execute("field_notes_save", arguments, token_checksum(raw)))
+            statements = captured(
+                lambda: server._execute("field_notes_save", arguments, RequestToken(token_checksum(raw)))
+            )
         carol.refresh_from_db()
         assert_one_codex(statements, codex=carol.codex.pk, owner=carol.pk)
 
