@@ -155,7 +155,12 @@ class HostileBodyTest(LiveServerTestCase):
                 )
                 self.assertEqual(response.status_code, 405)
                 self.assertEqual(response.headers["Allow"], "POST")
+        # The path with a slash is the same endpoint: the token first (issue 42), then the 405.
         response = httpx2.get(self.mcp_url + "/", headers={"Accept": "text/event-stream"}, timeout=5)
+        self.assertEqual(response.status_code, 401)
+        self.assertIn("Bearer", response.headers["WWW-Authenticate"])
+        authorized = {"Accept": "text/event-stream", "Authorization": f"Bearer {self.token}"}
+        response = httpx2.get(self.mcp_url + "/", headers=authorized, timeout=5)
         self.assertEqual(response.status_code, 405)
 
 
