@@ -1,20 +1,25 @@
-"""The OCI image's parts that run without podman: its entry point (codex_site.container) and
-the build context (.dockerignore). deploy/try_image.sh runs the image itself (CI does)."""
+"""The OCI image's parts that run without podman: its entry point (codex_site.container), the
+build context (.dockerignore), and that the Containerfile and the Kubernetes manifests agree
+with each other and with the code. deploy/try_image.sh runs the image itself (CI does)."""
 
 import http.server
 import os
+import re
 import socket
 import subprocess
 import sys
 import tempfile
 import threading
 from pathlib import Path
+from urllib.parse import urlsplit
 
+import yaml
 from django.test import SimpleTestCase
 
 from codex_site import container
 
 ROOT = Path(__file__).resolve().parent.parent
+KUBERNETES = ROOT / "deploy" / "kubernetes"
 
 
 def codex(*args: str, **env: str) -> subprocess.CompletedProcess:
@@ -153,3 +158,96 @@ class BuildContextTest(SimpleTestCase):
         # var/ holds a local secret key and a generated password: only what is listed goes in.
         lines = [line for line in (ROOT / ".dockerignore").read_text().splitlines() if line and line[0] != "#"]
         self.assertEqual(lines[0], "*")
+
+
+class ImageAndManifestsTest(SimpleTestCase):
+    @classmethod
+    def setUpClass(cls) -> None:
+        super().setUpClass()
+        cls.containerfile = (ROOT / "Containerfile").read_text()
+        kustomization = yaml.safe_load((KUBERNETES / "kustomization.yaml").read_text())
+        cls.resources = kustomization["resources"]
+        cls.docs = {}
+        for name in cls.resources:
+            document = yaml.safe_load((KUBERNETES / name).read_text())
+            cls.docs[document["kind"]] = document
+        cls.pods = {
+            "Deployment": cls.docs["Deployment"]["spec"]["template"]["spec"],
+            "Job": cls.docs["Job"]["spec"]["template"]["spec"],
+        }
+
+    def instruction(self, name: str) -> str:
+        return re.search(rf"^{name} (.+)$", self.containerfile, re.M).group(1)
+
+    def test_kustomization_lists_every_manifest(self) -> None:
+        self.assertEqual(
+            sorted(self.resources),
+            sorted(path.name for path in KUBERNETES.glob("*.yaml") if path.name != "kustomization.yaml"),
+        )
+
+    def test_the_image_declares_the_entry_points_port_user_volume_and_health_check(self) -> None:
+        self.assertEqual(self.instruction("EXPOSE"), str(container.PORT))
+        self.assertEqual(self.instruction("ENTRYPOINT"), '["codex"]')
+        self.assertIn("-m codex_site.container", self.containerfile)
+        self.assertTrue(self.instruction("HEALTHCHECK").endswith('CMD ["codex", "healthcheck"]'))
+        self.assertRegex(self.instruction("USER"), r"^\d+:\d+$")  # numeric: runAsNonRoot can check it
+        self.assertEqual(self.instruction("VOLUME"), re.search(r"CODEX_VAR_DIR=(\S+)", self.containerfile).group(1))
+
+    def test_pods_run_the_images_user_without_privileges_on_a_read_only_root(self) -> None:
+        user, group = self.instruction("USER").split(":")
+        for kind, pod in self.pods.items():
+            with self.subTest(kind=kind):
+                self.assertEqual(
+                    (pod["securityContext"]["runAsUser"], pod["securityContext"]["runAsGroup"]), (int(user), int(group))
+                )
+                self.assertIs(pod["securityContext"]["runAsNonRoot"], True)
+                self.assertIs(pod["automountServiceAccountToken"], False)
+                (server,) = pod["containers"]
+                self.assertEqual(
+                    server["securityContext"],
+                    {
+                        "runAsNonRoot": True,
+                        "allowPrivilegeEscalation": False,
+                        "readOnlyRootFilesystem": True,
+                        "capabilities": {"drop": ["ALL"]},
+                    },
+                )
+                self.assertIn("/tmp", [mount["mountPath"] for mount in server["volumeMounts"]])
+                self.assertEqual(
+                    server["envFrom"],
+                    [{"configMapRef": {"name": "agent-codex"}}, {"secretRef": {"name": "agent-codex"}}],
+                )
+                self.assertIn("memory", server["resources"]["limits"])
+
+    def test_the_job_migrates_with_the_image_the_deployment_serves(self) -> None:
+        (job,) = self.pods["Job"]["containers"]
+        (server,) = self.pods["Deployment"]["containers"]
+        self.assertEqual(job["image"], server["image"])
+        self.assertEqual(job["args"], ["migrate"])
+        self.assertEqual(server["args"], ["serve"])
+        self.assertEqual(self.docs["Job"]["spec"]["parallelism"], 1)
+        self.assertEqual(self.docs["Deployment"]["spec"]["replicas"], 2)
+
+    def test_the_probes_ask_healthz_with_the_public_host_on_the_exposed_port(self) -> None:
+        (server,) = self.pods["Deployment"]["containers"]
+        public_host = urlsplit(self.docs["ConfigMap"]["data"]["CODEX_PUBLIC_URL"]).hostname
+        self.assertIn(public_host, self.docs["ConfigMap"]["data"]["ALLOWED_HOSTS"].split(","))
+        self.assertEqual(server["ports"], [{"name": "http", "containerPort": container.PORT}])
+        for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+            with self.subTest(probe=probe):
+                check = server[probe]["httpGet"]
+                self.assertEqual((check["path"], check["port"]), ("/healthz", "http"))
+                self.assertEqual(check["httpHeaders"], [{"name": "Host", "value": public_host}])
+        self.assertEqual(self.docs["Service"]["spec"]["ports"][0]["targetPort"], "http")
+
+    def test_the_configmap_and_secret_set_settings_the_code_reads_and_the_two_it_needs(self) -> None:
+        code = "\n".join(
+            path.read_text() for path in [ROOT / "codex_site" / "settings.py", ROOT / "codex_site" / "serve.py"]
+        )
+        keys = [*self.docs["ConfigMap"]["data"], *self.docs["Secret"]["stringData"]]
+        for key in keys:
+            with self.subTest(key=key):
+                self.assertIn(f'"{key}"', code)
+        self.assertLessEqual(set(container.REQUIRED), set(keys))
+        self.assertIn("DATABASE_URL", self.docs["Secret"]["stringData"])
+        self.assertNotIn("SECRET_KEY", self.docs["ConfigMap"]["data"])
