@@ -218,6 +218,17 @@ class Probe:
             raise Failed(f"the server (pid 1) runs with uids {uids}")
         return f"image user {user}; the server (pid 1) runs as uid {SERVER_UID} (real, effective, saved, fs)"
 
+    def no_errors_logged(self, name: str) -> str:
+        logged = self.run("logs", name)
+        lines = (logged.stdout + logged.stderr).splitlines()
+        errors = [line for line in lines if " ERROR " in line or " CRITICAL " in line or "Traceback" in line]
+        if errors:
+            raise Failed(f"{len(errors)} lines: {errors[0]}")
+        # Named, not failed: WhiteNoise serves files with a synchronous iterator, which Django's
+        # ASGI handler warns about once per process (in the SQLite case, which fetches a stylesheet).
+        warnings = [line.split(" WARNING ", 1)[1][:90] for line in lines if " WARNING " in line]
+        return f"{len(lines)} lines, no ERROR or traceback" + (f"; WARNING: {warnings}" if warnings else "")
+
     def read_only(self, name: str) -> str:
         if self.inspect(name, "{{.HostConfig.ReadonlyRootfs}}") != "true":
             raise Failed("the root file system is not read-only")
@@ -281,6 +292,7 @@ class Probe:
 
         self.check(f"{label}: keeps its data across a restart", restarted)
         self.check(f"{label}: runs as non-root", lambda: self.non_root(name))
+        self.check(f"{label}: logs no error", lambda: self.no_errors_logged(name))
         if read_only:
             self.check(f"{label}: read-only root", lambda: self.read_only(name))
         else:
