@@ -77,6 +77,8 @@ def count_migrations() -> int:
     listing = subprocess.run(
         [sys.executable, "-c", program], cwd=ROOT, env=environment, capture_output=True, text=True, timeout=120
     )
+    if listing.returncode != 0:
+        raise SystemExit(f"image_probe: could not count the migrations: {listing.stderr.strip()}")
     return int(listing.stdout)
 
 
@@ -123,8 +125,9 @@ class Probe:
         started = time.monotonic()
         try:
             result, detail = "pass", step()
-        except (Failed, subprocess.TimeoutExpired, OSError, AssertionError) as error:
-            result, detail = "FAIL", (str(error).splitlines() or [repr(error)])[0][:200]
+        except Exception as error:  # any failure of a check is its row, and the others still run
+            text = str(error) if isinstance(error, Failed) else f"{type(error).__name__}: {error}"
+            result, detail = "FAIL", (text.splitlines() or [repr(error)])[0][:200]
         self.rows.append((name, result, f"{time.monotonic() - started:.0f}", detail))
         print(f"image_probe: {result} {name}: {detail}", file=sys.stderr)
         return result == "pass"
@@ -550,6 +553,10 @@ def main() -> int:
     database_url = os.environ.get("DATABASE_URL", "")
 
     probe = Probe(shlex.split(options.podman), options.image)
+    if probe.run("image", "exists", options.image, check=False).returncode != 0:
+        print(f"image_probe: no image {options.image} (bash scripts/build_image.sh builds it)", file=sys.stderr)
+        probe.cleanup()
+        return 2
     try:
         size = int(probe.inspect(options.image, "{{.Size}}"))
         probe.check("image: HEALTHCHECK declared", probe.health_check_declared)
