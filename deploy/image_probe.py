@@ -229,7 +229,7 @@ class Probe:
             raise Failed(f"{len(errors)} lines: {errors[0]}")
         # Named, not failed: WhiteNoise serves files with a synchronous iterator, which Django's
         # ASGI handler warns about once per process (in the SQLite case, which fetches a stylesheet).
-        warnings = [line.split(" WARNING ", 1)[1][:90] for line in lines if " WARNING " in line]
+        warnings = [line.rpartition("Warning: ")[2][:90] for line in lines if " WARNING " in line]
         return f"{len(lines)} lines, no ERROR or traceback" + (f"; WARNING: {warnings}" if warnings else "")
 
     def read_only(self, name: str) -> str:
