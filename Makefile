@@ -12,6 +12,8 @@
 #                                 on SQLite (figures only; BENCH_ARGS="--duration 5")
 #   make bench-pg                 ... on a throwaway PostgreSQL
 #   make bench-scale              search/save/update in a 1,000,000-entry codex (PostgreSQL)
+#   make bench-capacity           the capacity model's measured inputs, as one table (PostgreSQL;
+#                                 BENCH_ARGS="--entries 0": without the 1,000,000-entry fill)
 #
 # CODEX_REQUIRE_POSTGRES=1 makes a missing PostgreSQL a hard failure for
 # `make test` (CI sets it); otherwise the PostgreSQL run is skipped with a
@@ -35,7 +37,7 @@ FAST_PATH_OFF_TESTS := tests.test_services_save tests.test_services_update tests
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test bootstrap bootstrap-test lint bench bench-pg bench-scale
+.PHONY: run test bootstrap bootstrap-test lint bench bench-pg bench-scale bench-capacity
 
 bootstrap:
 	@bash scripts/bootstrap.sh
@@ -87,3 +89,7 @@ bench-pg: bootstrap
 
 bench-scale: bootstrap
 	bash scripts/with_postgres.sh $(PY) scripts/bench_scale.py $(BENCH_ARGS)
+
+# bench_capacity.py imports tests.wire (the round trips): the test packages too.
+bench-capacity: bootstrap-test
+	bash scripts/with_postgres.sh $(PY) scripts/bench_capacity.py $(BENCH_ARGS)

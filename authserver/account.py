@@ -11,6 +11,7 @@ from typing import Any
 from allauth.account import views as account_views
 from allauth.account.authentication import get_authentication_records
 from allauth.account.decorators import reauthentication_required
+from allauth.account.utils import get_next_redirect_url
 from allauth.mfa.models import Authenticator
 from allauth.socialaccount.models import SocialAccount
 from csp.decorators import csp_replace
@@ -65,7 +66,8 @@ class CodexLoginView(account_views.LoginView):
         return {
             "providers": sso_providers(),
             "password_signin": settings.CODEX_PASSWORD_SIGNIN,
-            "next": self.request.POST.get("next") or self.request.GET.get("next", ""),
+            # Only a next on this site (allauth's check; codex_site.middleware drops others too).
+            "next": get_next_redirect_url(self.request) or "",
         }
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
@@ -162,7 +164,7 @@ def delete_account(request: HttpRequest) -> HttpResponse:
     phrase = user.get_username()
     form = DeleteAccountForm(request.POST or None, phrase=phrase)
     if request.method == "POST" and form.is_valid():
-        report = leaving.account_delete(user=user)
+        report = leaving.account_delete(user=user, by="person")
         logger.info("account deleted by its owner: %s", report.summary())
         logout(request)
         messages.info(request, "Your account and everything in it are deleted.")

@@ -1,26 +1,41 @@
-"""Client ID Metadata Documents: what this server accepts in one, and why it refused one.
+"""Client ID Metadata Documents: when this server fetches one, what it accepts in one, and why it
+refused one.
 
-DOT fetches a document (through ``CodexMetadataFetcher``, its documented
-``CIMD_METADATA_FETCHER`` seam) and builds a public Application from it. The fetcher checks the
-document first, with reasons a person can pass on: a refused document raises
-``DocumentRefused``, whose words the error page shows (``authserver.refusals``). A document
-declaring ``private_key_jwt`` is accepted here: its keys are kept
-(``authserver.client_assertions``), and DOT is handed the document as a public client's, since
-its own builder knows no other kind; the token endpoint then asks that client for an assertion
-(``authserver.validators``), so it is never served as a public client.
+A document is fetched for a client this server does not know in exactly one place: the
+authorization endpoint, under its per-network limit (``authserver.views``, ``fetch_new``). Every
+other endpoint answers a client it does not know with ``invalid_client`` and fetches nothing
+(``CodexOAuth2Validator._load_application``), so a stranger naming a thousand documents at the
+token endpoint costs a thousand lookups of a row that is not there. A known client's copy past
+its lifetime is fetched again wherever the client is loaded (``refresh_if_stale``), as DOT would.
+DOT's own resolution (its backoff in the cache, its fetch slots) is never used.
+
+The fetch is ``authserver.fetching``'s (deadline, slots, request-forgery rules). The document is
+checked here with reasons a person can pass on (``DocumentRefused``, whose words the error page
+shows, ``authserver.refusals``). An application made from a document is a public client with no
+secret (``authserver.signals``) and waits for a person's approval like a dynamic registration:
+removed if nobody approves it in time (``authserver.registration``). A document declaring
+``private_key_jwt`` keeps its keys (``authserver.client_assertions``), and the token endpoint asks
+that client for an assertion (``authserver.validators``), so it is never served as a public client.
 """
 
+import datetime as dt
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
-from django.core.cache import cache
+from django.core.cache import caches
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+from django.utils import timezone
 from oauth2_provider.cimd import CIMDError, is_cimd_client_id
+from oauth2_provider.models import get_application_model
 from oauth2_provider.settings import oauth2_settings
 
-from authserver import client_assertions
+from authserver import client_assertions, registration
 from authserver.client_assertions import DocumentRefused
-from authserver.fetching import HardenedFetcher, is_loopback
+from authserver.fetching import FetchBusy, HardenedFetcher, is_loopback
+from common.inputs import shown
 
 # The members that say how the client authenticates, which DOT's builder must not see.
 _AUTHENTICATION_MEMBERS = ("token_endpoint_auth_method", "jwks_uri", "jwks", "token_endpoint_auth_signing_alg")
@@ -49,13 +64,32 @@ def refusal_hint(client_id: str) -> str | None:
     )
 
 
+# --- refusals, remembered while the document is not fetched again -------------------------------
+
+
+def _notes():
+    """The cache of notes a stranger's requests can make (never the security state's)."""
+    return caches["notes"]
+
+
 def _refusal_key(client_id: str) -> str:
     return "cimd-refusal:" + client_assertions.cache_digest(client_id)
 
 
 def remembered_refusal(client_id: str) -> dict[str, str] | None:
-    """What was wrong with the document the last time it was fetched, while DOT backs off."""
-    return cache.get(_refusal_key(client_id))
+    """What was wrong with the document the last time it was fetched, while it is not fetched again."""
+    return _notes().get(_refusal_key(client_id))
+
+
+def _remember_refusal(client_id: str, problem: str, fix: str) -> None:
+    _notes().set(
+        _refusal_key(client_id),
+        {"problem": problem, "fix": fix},
+        timeout=oauth2_settings.CIMD_FAILURE_BACKOFF_SECONDS,
+    )
+
+
+# --- the document ------------------------------------------------------------------------------
 
 
 def _check_document(client_id: str, metadata: dict[str, Any]) -> client_assertions.Declaration:
@@ -77,6 +111,11 @@ def _check_document(client_id: str, metadata: dict[str, Any]) -> client_assertio
             'it lists no "redirect_uris"',
             'add "redirect_uris": the addresses the application receives its authorization codes at',
         )
+    if any(not uri or any(character.isspace() for character in uri) for uri in redirect_uris):
+        raise DocumentRefused(
+            'one of its "redirect_uris" is empty or holds white space',
+            "list each redirect address as one URI without spaces",
+        )
     grant_types = metadata.get("grant_types", ["authorization_code"])
     if (
         not isinstance(grant_types, list)
@@ -93,23 +132,113 @@ def _check_document(client_id: str, metadata: dict[str, Any]) -> client_assertio
 
 
 class CodexMetadataFetcher(HardenedFetcher):
-    def fetch(self, client_id: str):
-        try:
-            metadata, max_age = super().fetch(client_id)
-            declaration = _check_document(client_id, metadata)
-        except DocumentRefused as error:
-            self._remember_refusal(client_id, error.problem, error.fix)
-            raise
-        except CIMDError as error:
-            self._remember_refusal(client_id, f"it could not be read ({error})", _DOCUMENT_FIX)
-            raise
-        client_assertions.remember(client_id, declaration)
-        public = {key: value for key, value in metadata.items() if key not in _AUTHENTICATION_MEMBERS}
-        return public, max_age
+    """The fetch of a document (``authserver.fetching``) with this server's checks of it: returns
+    ``(document, max_age)`` or raises ``CIMDError`` (``DocumentRefused`` with words for the page).
 
-    @staticmethod
-    def _remember_refusal(client_id: str, problem: str, fix: str) -> None:
-        # As long as DOT's backoff on this document, during which it answers "unknown client"
-        # without fetching again.
-        timeout = oauth2_settings.CIMD_FAILURE_BACKOFF_SECONDS + 5
-        cache.set(_refusal_key(client_id), {"problem": problem, "fix": fix}, timeout=timeout)
+    Also DOT's ``CIMD_METADATA_FETCHER``, though DOT's resolution never runs here: should it, it
+    gets only what this server accepts, and DOT's own builder refuses a ``private_key_jwt`` one."""
+
+    def fetch(self, client_id: str):
+        metadata, max_age = super().fetch(client_id)
+        _check_document(client_id, metadata)
+        return metadata, max_age
+
+
+def _save_application(client_id: str, metadata: dict[str, Any], max_age: int, *, existing: Any) -> Any:
+    """Make (or update) the public application the document describes, and keep the keys it
+    declares, in one transaction. Raises ``CIMDError`` when the row cannot be made."""
+    Application = get_application_model()
+    application = existing if existing is not None else Application(client_id=client_id)
+    application.user = None
+    application.client_type = Application.CLIENT_PUBLIC
+    application.registration_source = Application.RegistrationSource.CIMD
+    application.authorization_grant_type = Application.GRANT_AUTHORIZATION_CODE
+    application.name = metadata.get("client_name", "")
+    application.redirect_uris = " ".join(metadata["redirect_uris"])
+    application.cimd_expires_at = timezone.now() + dt.timedelta(seconds=max_age)
+    try:
+        # DOT's own rules for a client (redirect URIs' schemes and shapes, lengths); the client
+        # id's uniqueness is left to the row's constraint (a concurrent first sight, below).
+        application.full_clean(exclude=["client_secret"], validate_unique=False)
+    except ValidationError as error:
+        raise DocumentRefused(
+            f"it does not describe a usable client ({shown('; '.join(error.messages), max_chars=300)})",
+            "correct those members of the document",
+        ) from None
+    try:
+        with transaction.atomic():
+            application.save()
+            client_assertions.remember(client_id, client_assertions.declared_keys(metadata))
+    except IntegrityError:
+        # The same document made by a concurrent first request: that one's row serves.
+        application = Application.objects.filter(client_id=client_id).first()
+        if application is None or application.registration_source != Application.RegistrationSource.CIMD:
+            raise CIMDError("the client's row could not be made") from None
+    return application
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """What fetching a new client's document came to, for the authorization page."""
+
+    application: Any = None  # the application made from it, or None
+    busy: bool = False  # every fetch slot was in use: nothing was fetched
+    refused: bool = False  # the document was refused (a moment ago, or now; the note says why)
+
+
+def _registration_permitted(client_id: str) -> bool:
+    # DOT's permission classes (CIMD_REGISTRATION_PERMISSION_CLASSES, their documented
+    # has_permission(request, client_id)); the host allow-list this server configures reads the
+    # client id only, and an empty list denies every document, as DOT's own resolution does.
+    classes = oauth2_settings.CIMD_REGISTRATION_PERMISSION_CLASSES
+    return bool(classes) and all(cls().has_permission(None, client_id) for cls in classes)
+
+
+def fetch_new(client_id: str, *, network: str) -> Fetched:
+    """Fetch the document of a client this server does not know, for the authorization endpoint
+    (which counts it against the network's limit first), and make its application, waiting for
+    a person's approval (``authserver.registration``)."""
+    if not oauth2_settings.CIMD_ENABLED or not _registration_permitted(client_id):
+        return Fetched()
+    if remembered_refusal(client_id) is not None:
+        return Fetched(refused=True)  # not fetched again until the note expires
+    try:
+        metadata, max_age = CodexMetadataFetcher(network).fetch(client_id)
+        application = _save_application(client_id, metadata, max_age, existing=None)
+    except FetchBusy:
+        return Fetched(busy=True)
+    except DocumentRefused as error:
+        _remember_refusal(client_id, error.problem, error.fix)
+        return Fetched(refused=True)
+    except CIMDError as error:
+        _remember_refusal(client_id, f"it could not be read ({error})", _DOCUMENT_FIX)
+        return Fetched(refused=True)
+    registration.record_pending(application, network)
+    return Fetched(application=application)
+
+
+def known_application(client_id: str) -> Any:
+    """The application of ``client_id``, or None (a client id no database could hold too)."""
+    try:
+        return get_application_model().objects.filter(client_id=client_id).first()
+    except ValueError:  # psycopg refuses a NUL character before sending the query
+        return None
+
+
+def refresh_if_stale(application: Any, *, network: str | None) -> None:
+    """Fetch a known client's document again once its copy is past its lifetime, keeping the last
+    good copy (for another ``CIMD_FAILURE_BACKOFF_SECONDS``) when the fetch fails or finds no slot."""
+    Application = get_application_model()
+    if (
+        application.registration_source != Application.RegistrationSource.CIMD
+        or application.cimd_expires_at is None
+        or timezone.now() <= application.cimd_expires_at
+    ):
+        return
+    try:
+        metadata, max_age = CodexMetadataFetcher(network).fetch(application.client_id)
+        _save_application(application.client_id, metadata, max_age, existing=application)
+    except CIMDError:
+        retry_at = timezone.now() + dt.timedelta(seconds=oauth2_settings.CIMD_FAILURE_BACKOFF_SECONDS)
+        Application.objects.filter(pk=application.pk).update(cimd_expires_at=retry_at)
+        application.cimd_expires_at = retry_at

@@ -14,20 +14,26 @@ An assertion is accepted only when all of these hold; anything else is ``invalid
 - its ``alg`` is asymmetric (``SIGNING_ALGORITHMS``: never ``none``, never an HMAC) and, when the
   document names ``token_endpoint_auth_signing_alg``, that one;
 - it is signed by a key of the client's set, chosen by ``kid`` (a set of one key may omit it);
-- ``iss`` and ``sub`` are the client id; ``aud`` names this server's issuer or token endpoint
-  (or revocation endpoint, where it is presented there);
+- ``iss`` and ``sub`` are the client id; ``aud`` is one value (a string, or a list of exactly
+  one): this server's issuer, or its token endpoint for older clients (or the revocation
+  endpoint, where it is presented there); never a list that also names other servers;
 - ``exp`` is in the future and at most ``MAX_LIFETIME_SECONDS`` ahead (with ``LEEWAY_SECONDS``
   of clock skew), so that the replay store below stays small;
-- its ``jti`` was not seen before: it is kept (in the shared cache) until the assertion expires,
-  and only once everything else has passed, so a refused assertion leaves nothing behind.
+- its ``jti`` was not seen before: it is spent (``authserver.replay``, a table no other write can
+  evict from) until the assertion expires, and only once everything else has passed, so a
+  refused assertion leaves nothing behind.
 
-A key set behind ``jwks_uri`` is fetched by the same request-forgery-hardened fetcher as the
-document (https, public addresses only, size and time limits, the loopback exception in
-development only), cached for as long as its ``Cache-Control`` allows (clamped as documents
-are), and fetched again once when an assertion names a ``kid`` the cached set lacks (the client
-rotated its keys), at most once per ``REFETCH_FLOOR_SECONDS`` per set.
+A key set behind ``jwks_uri`` is fetched by the same fetcher as the document
+(``authserver.fetching``: https, public addresses only, a size limit, one deadline over the
+whole exchange, the shared fetch slots, the loopback exception in development only), kept in the
+``default`` cache (which never evicts a live entry) for as long as its ``Cache-Control`` allows
+(clamped as documents are), and fetched again once when an assertion names a ``kid`` the kept
+set lacks (the client rotated its keys), at most once per ``REFETCH_FLOOR_SECONDS`` per set. A
+fetch that fails is remembered for ``FAILED_FETCH_SECONDS``: meanwhile assertions that need the
+set are refused without fetching it again.
 """
 
+import datetime as dt
 import hashlib
 import json
 import logging
@@ -40,7 +46,8 @@ from django.conf import settings
 from django.core.cache import cache
 from oauth2_provider.cimd import CIMDError
 
-from authserver.fetching import HardenedFetcher
+from authserver import replay
+from authserver.fetching import FetchBusy, HardenedFetcher
 from authserver.models import ClientKeys
 
 logger = logging.getLogger(__name__)
@@ -53,6 +60,7 @@ SHARED_SECRET_METHODS = frozenset({"client_secret_basic", "client_secret_post", 
 MAX_LIFETIME_SECONDS = 300
 LEEWAY_SECONDS = 30
 REFETCH_FLOOR_SECONDS = 60
+FAILED_FETCH_SECONDS = 60
 MAX_ASSERTION_CHARS = 16_384
 MAX_JTI_CHARS = 256
 MAX_KEYS = 32
@@ -171,7 +179,8 @@ def remember(client_id: str, declaration: Declaration) -> None:
         },
     )
     if declaration.jwks_uri:
-        cache.delete(_jwks_cache_key(declaration.jwks_uri))  # the document may name a new set
+        # The document may name a new set: fetched afresh at its next assertion.
+        cache.delete_many([_jwks_cache_key(declaration.jwks_uri), _failed_fetch_key(declaration.jwks_uri)])
 
 
 def keys_of(client_id: str) -> ClientKeys | None:
@@ -191,23 +200,35 @@ def _jwks_cache_key(jwks_uri: str) -> str:
     return "client-jwks:" + cache_digest(jwks_uri)
 
 
-def _fetch_key_set(jwks_uri: str) -> dict[str, Any]:
+def _failed_fetch_key(jwks_uri: str) -> str:
+    return "client-jwks-failed:" + cache_digest(jwks_uri)
+
+
+def _fetch_key_set(jwks_uri: str, *, network: str | None) -> dict[str, Any]:
+    if (failed := cache.get(_failed_fetch_key(jwks_uri))) is not None:
+        raise AssertionRefused(
+            f"the client's key set could not be fetched a moment ago ({failed}); it is not fetched again "
+            f"for {FAILED_FETCH_SECONDS} seconds"
+        )
     try:
-        jwks, max_age = HardenedFetcher().fetch(jwks_uri)
+        jwks, max_age = HardenedFetcher(network).fetch(jwks_uri)
+        if problem := _key_set_problem(jwks):
+            raise CIMDError("it cannot be used: " + problem.replace('its "jwks"', "it"))
+    except FetchBusy as error:  # nothing was fetched: nothing to hold against the set
+        raise AssertionRefused(f"the client's key set could not be fetched just now ({error})") from None
     except CIMDError as error:
+        cache.set(_failed_fetch_key(jwks_uri), str(error)[:200], timeout=FAILED_FETCH_SECONDS)
         raise AssertionRefused(f"the client's key set could not be fetched ({error})") from None
-    if problem := _key_set_problem(jwks):
-        raise AssertionRefused("the client's key set cannot be used: " + problem.replace('its "jwks"', "it"))
     cache.set(_jwks_cache_key(jwks_uri), jwks, timeout=max_age)
     return jwks
 
 
-def _key_set(keys: ClientKeys, *, fresh: bool = False) -> dict[str, Any]:
+def _key_set(keys: ClientKeys, *, network: str | None, fresh: bool = False) -> dict[str, Any]:
     if keys.jwks is not None:
         return keys.jwks
     if not fresh and (cached := cache.get(_jwks_cache_key(keys.jwks_uri))) is not None:
         return cached
-    return _fetch_key_set(keys.jwks_uri)
+    return _fetch_key_set(keys.jwks_uri, network=network)
 
 
 def _select(jwks: dict[str, Any], kid: str | None, algorithm: str) -> dict[str, Any] | None:
@@ -217,8 +238,8 @@ def _select(jwks: dict[str, Any], kid: str | None, algorithm: str) -> dict[str, 
     return signing[0] if len(signing) == 1 else None
 
 
-def _signing_key(keys: ClientKeys, kid: str | None, algorithm: str) -> jwt.PyJWK:
-    key = _select(_key_set(keys), kid, algorithm)
+def _signing_key(keys: ClientKeys, kid: str | None, algorithm: str, *, network: str | None) -> jwt.PyJWK:
+    key = _select(_key_set(keys, network=network), kid, algorithm)
     # An unknown kid: the client may have rotated its keys. Fetch again, at most once per
     # floor, so that assertions naming random kids cannot make us fetch at will.
     if (
@@ -227,7 +248,7 @@ def _signing_key(keys: ClientKeys, kid: str | None, algorithm: str) -> jwt.PyJWK
         and kid is not None
         and cache.add("client-jwks-refetch:" + cache_digest(keys.jwks_uri), True, timeout=REFETCH_FLOOR_SECONDS)
     ):
-        key = _select(_key_set(keys, fresh=True), kid, algorithm)
+        key = _select(_key_set(keys, network=network, fresh=True), kid, algorithm)
     if key is None:
         if kid is None:
             raise AssertionRefused("the assertion names no kid, and the client's key set has several signing keys")
@@ -258,17 +279,35 @@ def claimed_client_id(assertion: object) -> str | None:
 
 
 def audiences(endpoint: str) -> list[str]:
-    """What an assertion's ``aud`` may name: this server's issuer, its token endpoint, and the
-    endpoint it is presented at."""
+    """The values an assertion's one ``aud`` may be: this server's issuer (first: what current
+    guidance asks for), its token endpoint, and the endpoint it is presented at."""
     issuer = settings.CODEX_ISSUER_URL
-    return sorted({issuer, issuer + "/token/", issuer + "/" + endpoint.strip("/") + "/"})
+    return list(dict.fromkeys([issuer, issuer + "/token/", issuer + "/" + endpoint.strip("/") + "/"]))
+
+
+def _audience_problem(audience: object, accepted: list[str]) -> str | None:
+    if isinstance(audience, list):
+        if len(audience) != 1:
+            return "the assertion's aud must be one value (this server's issuer), not a list of several"
+        audience = audience[0]
+    if audience not in accepted:
+        return "the assertion's aud must be " + " or ".join(accepted[:2])
+    return None
 
 
 def authenticate(
-    *, client_id: str, keys: ClientKeys, assertion_type: object, assertion: object, endpoint: str, now: float
+    *,
+    client_id: str,
+    keys: ClientKeys,
+    assertion_type: object,
+    assertion: object,
+    endpoint: str,
+    now: float,
+    network: str | None = None,
 ) -> None:
     """Check a client assertion for ``client_id`` (whose keys are ``keys``); ``AssertionRefused``
-    says why it is not good. On success its ``jti`` is spent."""
+    says why it is not good. On success its ``jti`` is spent. ``network``: the client network
+    of the request (its share of the fetch slots, should the key set be fetched)."""
     if not isinstance(assertion, str) or not assertion:
         raise AssertionRefused(
             f"this client authenticates with private_key_jwt: send client_assertion (of type {ASSERTION_TYPE})"
@@ -289,21 +328,19 @@ def authenticate(
         raise AssertionRefused(f"alg must be {keys.signing_algorithm}, as the client's metadata document declares")
     if kid is not None and not isinstance(kid, str):
         raise AssertionRefused("kid must be a string")
-    key = _signing_key(keys, kid, algorithm)
+    key = _signing_key(keys, kid, algorithm, network=network)
     try:
         claims = jwt.decode(
             assertion,
             key=key,
             algorithms=[algorithm],
-            audience=audiences(endpoint),
             issuer=client_id,
             leeway=LEEWAY_SECONDS,
-            options={"require": ["iss", "sub", "aud", "exp", "jti"], "verify_iat": False},
+            # aud is checked below: PyJWT accepts a list that names any one of the values.
+            options={"require": ["iss", "sub", "aud", "exp", "jti"], "verify_iat": False, "verify_aud": False},
         )
     except jwt.ExpiredSignatureError:
         raise AssertionRefused("the assertion has expired") from None
-    except jwt.InvalidAudienceError:
-        raise AssertionRefused("the assertion's aud must be " + " or ".join(audiences(endpoint)[:2])) from None
     except jwt.InvalidIssuerError:
         raise AssertionRefused("the assertion's iss must be the client id") from None
     except jwt.MissingRequiredClaimError as error:
@@ -314,6 +351,8 @@ def authenticate(
         raise AssertionRefused(f"the assertion is not valid ({type(error).__name__})") from None
     if claims.get("sub") != client_id:
         raise AssertionRefused("the assertion's sub must be the client id")
+    if problem := _audience_problem(claims["aud"], audiences(endpoint)):
+        raise AssertionRefused(problem)
     expires = claims["exp"]
     if not isinstance(expires, int | float) or expires > now + MAX_LIFETIME_SECONDS + LEEWAY_SECONDS:
         raise AssertionRefused(f"the assertion's exp must be at most {MAX_LIFETIME_SECONDS} seconds ahead")
@@ -323,10 +362,10 @@ def authenticate(
     jti = claims["jti"]
     if not isinstance(jti, str) or not 1 <= len(jti) <= MAX_JTI_CHARS:
         raise AssertionRefused(f"the assertion's jti must be a string of 1 to {MAX_JTI_CHARS} characters")
-    # Spent last, so that a refused assertion stores nothing; add() is atomic on every cache
-    # backend, so of two concurrent uses exactly one finds the jti new.
-    lifetime = int(expires - now) + LEEWAY_SECONDS + 1
-    if not cache.add("client-assertion-jti:" + cache_digest(client_id + "\x00" + jti), True, timeout=lifetime):
+    # Spent last, so that a refused assertion stores nothing; of two concurrent uses exactly one
+    # is first (authserver.replay). Kept until no clock could take the assertion as unexpired.
+    until = dt.datetime.fromtimestamp(expires + LEEWAY_SECONDS + 1, tz=dt.UTC)
+    if not replay.spend(namespace=replay.CLIENT_ASSERTION, issuer=client_id, jti=jti, expires_at=until):
         raise AssertionRefused("the assertion's jti was used before")
 
 

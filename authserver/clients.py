@@ -1,5 +1,5 @@
 """The connected-applications pages: the clients holding a live token for the
-signed-in person, and revoking one."""
+signed-in person, and revoking one (after asking)."""
 
 from collections import defaultdict
 from typing import Any
@@ -7,7 +7,7 @@ from urllib.parse import urlsplit
 
 from django.contrib.auth.decorators import login_required
 from django.db.models import Max, Min
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -125,10 +125,20 @@ def _revoked_notice(request: HttpRequest, codex: Codex | None) -> dict[str, Any]
 
 
 @login_required
-@require_http_methods(["POST"])
+@require_http_methods(["GET", "POST"])
 def revoke_client(request: HttpRequest, application_id: int) -> HttpResponse:
-    """Revoke every token this person gave the client (CSRF-protected form post)."""
+    """GET asks first, as deleting a note does; the POST (a CSRF-protected form) revokes every
+    token this person gave the client."""
     application = get_object_or_404(get_application_model(), pk=application_id)
-    revoke_tokens(user=request.user, application=application)
+    if request.method == "GET":
+        access, refresh = _live_tokens(request.user)
+        if not (access.filter(application=application).exists() or refresh.filter(application=application).exists()):
+            # Only an application this person has connected is named to them.
+            raise Http404("No such connected application")
+        codex = Codex.objects.filter(owner=request.user).first()
+        wrote = _writer_counts(codex, [application.client_id]).get(application.client_id, _NOTHING).wrote
+        context = {"application_id": application.pk, "name": application.name or application.client_id, "wrote": wrote}
+        return render(request, "authserver/revoke.html", context)
+    revoke_tokens(user=request.user, application=application, by="person")
     # Its notes stay: the page offers to review what it wrote rather than deleting anything.
     return redirect(f"{reverse('authserver:clients')}?revoked={application.pk}")

@@ -8,24 +8,36 @@ sign-in gives the browser a signed cookie naming the account and a device id of 
 sign-in for that account from a browser holding it is counted apart, per device: the person
 signs in from a known browser while an attacker is locked out, and the same few failures lock
 only that browser. The per-address limit applies to every attempt alike. The cookie is signed
-with ``SECRET_KEY`` (it cannot be made for another account or forged), carries no secret of
-the account, and only ever widens the throttle for one device.
+with ``SECRET_KEY`` (it cannot be made for another account or forged) and names the account by
+its id, with a stamp derived from its password hash: it counts only for that very account (not
+for a later account given the same username) and only until its password changes (a changed
+password is how a person takes their account back) or the account is deleted. It carries no
+secret of the account, and only ever widens the throttle for one device.
 """
 
 import secrets
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.core import signing
 from django.http import HttpRequest, HttpResponseBase
+from django.utils.crypto import constant_time_compare, salted_hmac
 
 COOKIE = "codex_device"
 SALT = "authserver.devices"
 MAX_AGE_SECONDS = 365 * 24 * 3600
 
 
-def remember(response: HttpResponseBase, login: str) -> None:
-    """Mark the browser that just signed in to ``login`` (its attempts key) as a known device."""
-    value = signing.dumps({"login": login, "device": secrets.token_urlsafe(12)}, salt=SALT, compress=True)
+def _stamp(user) -> str:
+    """Changes whenever the account's password does (and tells nothing of it)."""
+    return salted_hmac(SALT, f"{user.pk}:{user.password}", algorithm="sha256").hexdigest()[:32]
+
+
+def remember(response: HttpResponseBase, user) -> None:
+    """Mark the browser that just signed in to ``user`` as a known device of that account."""
+    value = signing.dumps(
+        {"user": user.pk, "stamp": _stamp(user), "device": secrets.token_urlsafe(12)}, salt=SALT, compress=True
+    )
     response.set_cookie(
         COOKIE,
         value,
@@ -37,8 +49,9 @@ def remember(response: HttpResponseBase, login: str) -> None:
     )
 
 
-def known_device(request: HttpRequest, login: str) -> str | None:
-    """The id of this browser as a known device of ``login``, or None."""
+def known_device(request: HttpRequest):
+    """``(account, device id)`` when this browser is a known device of an account (the cookie
+    names it by id, and its password is what it was when the cookie was set), else None."""
     value = request.COOKIES.get(COOKIE)
     if not value:
         return None
@@ -46,6 +59,11 @@ def known_device(request: HttpRequest, login: str) -> str | None:
         marked = signing.loads(value, salt=SALT, max_age=MAX_AGE_SECONDS)
     except (signing.BadSignature, ValueError):
         return None
-    if not isinstance(marked, dict) or marked.get("login") != login or not isinstance(marked.get("device"), str):
+    if not isinstance(marked, dict) or not isinstance(marked.get("device"), str):
         return None
-    return marked["device"]
+    if not isinstance(marked.get("user"), int) or not isinstance(marked.get("stamp"), str):
+        return None  # an older cookie, naming the account by its username: no longer honoured
+    user = get_user_model().objects.filter(pk=marked["user"]).first()
+    if user is None or not constant_time_compare(marked["stamp"], _stamp(user)):
+        return None
+    return user, marked["device"]

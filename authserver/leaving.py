@@ -43,6 +43,7 @@ from oauth2_provider.models import (
 
 from authserver.models import ClientKeys, ClientUse
 from authserver.tokens import OPERATOR_APPLICATION_NAME
+from common.audit import audit
 from notebook import services
 from notebook.models import Codex, EntryRevision
 
@@ -156,15 +157,28 @@ def _their_sessions(user: Any) -> list[str]:
 
 
 @transaction.atomic
-def _shut_out(user: Any, report: DeletionReport) -> None:
-    # Deactivating revokes through authserver.signals too; the tokens go anyway, below.
+def shut_out(*, user: Any, by: str) -> tuple[int, int]:
+    """Step 1 of leaving, also SCIM's deprovisioning (``authserver.scim``): deactivate the
+    account and delete its tokens, grants and sessions, in one transaction; the audit line
+    says ``by`` whom (``tokens.REVOKED_BY``). Returns (tokens and grants, sessions) deleted.
+
+    The next tool call with any of their tokens gets 401: the check reads the database on
+    every call, and a grant a process holds (``token_check.HeldGrant``) is only what a later
+    write's statement must find unchanged, which a deleted token and an inactive user are not."""
+    # A bulk update sends no signal (authserver.signals would revoke again); the tokens go below.
     get_user_model().objects.filter(pk=user.pk).update(is_active=False)
+    counts = {}
     for model in _token_models():
-        deleted, _ = model.objects.filter(user=user).delete()
-        report.tokens += deleted
+        counts[model], _ = model.objects.filter(user=user).delete()
     keys = _their_sessions(user)
     Session.objects.filter(session_key__in=keys).delete()
-    report.sessions = len(keys)
+    access, refresh = counts[get_access_token_model()], counts[get_refresh_token_model()]
+    audit("token.revoked", user_id=user.pk, client_id=None, by=by, refresh_tokens=refresh, access_tokens=access)
+    return sum(counts.values()), len(keys)
+
+
+def _shut_out(user: Any, report: DeletionReport) -> None:
+    report.tokens, report.sessions = shut_out(user=user, by="account_deletion")
 
 
 @transaction.atomic
@@ -196,8 +210,9 @@ def _forget_rate_limits(user: Any) -> None:
                 cache.delete(allauth_ratelimit.get_cache_key(None, app=app, action=action, rate=rate, user=user))
 
 
-def account_delete(*, user: Any) -> DeletionReport:
-    """Delete this person's account and everything of theirs (see the module's docstring)."""
+def account_delete(*, user: Any, by: str) -> DeletionReport:
+    """Delete this person's account and everything of theirs (see the module's docstring);
+    ``by`` (``person``, ``operator`` or ``deprovisioning``) is for the audit line."""
     report = DeletionReport(username=user.get_username(), user_id=user.pk)
     applications = applications_only_theirs(user=user)  # before their tokens, which say who used what
     _shut_out(user, report)
@@ -205,4 +220,5 @@ def account_delete(*, user: Any) -> DeletionReport:
     if codex is not None:
         report.entries = services.codex_delete(codex=codex)
     _remove_the_rest(user, applications, report)
+    audit("account.deleted", user_id=report.user_id, by=by, entries=report.entries, sessions=report.sessions)
     return report

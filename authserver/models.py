@@ -84,3 +84,23 @@ class ClientUse(models.Model):
 
     def __str__(self) -> str:
         return f"{self.application_id} for {self.user_id}"
+
+
+class SpentJti(models.Model):
+    """A one-use JWT that was used: its issuer and ``jti``, kept until the JWT expires.
+
+    ``authserver.replay`` writes it (insert first: the unique ``key`` decides which of two
+    concurrent uses is the first) and refuses any later use of the same pair while the row
+    lives; a row whose ``expires_at`` has passed guards nothing (the JWT it guarded is refused
+    for its age) and is swept. A table rather than a cache: a row is never evicted before it
+    expires, whatever else is written, and a database that cannot be read or written refuses
+    the JWT. Client assertions (``private_key_jwt``) are kept here; any other one-use JWT (an
+    identity assertion grant's, say) takes a namespace of its own in ``key``.
+    """
+
+    # sha256 of (namespace, issuer, jti): one fixed-width column for any lengths.
+    key = models.CharField(max_length=64, unique=True)
+    expires_at = models.DateTimeField(db_index=True)
+
+    def __str__(self) -> str:
+        return f"{self.key[:12]}… until {self.expires_at:%Y-%m-%d %H:%M:%S}"

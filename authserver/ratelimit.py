@@ -1,7 +1,15 @@
-"""A fixed-window rate limit per client address (or token), kept in Django's cache (the
-database cache by default, so every worker process shares the counts); ``allow_batched``
-for hot paths writes the cache once per batch of calls."""
+"""A fixed-window rate limit per client network (or token), kept in the ``default`` cache (the
+database cache that never evicts a live entry and fails closed, ``common.durable_cache``, so
+every worker process shares the counts and no flood of other entries resets them);
+``allow_batched`` for hot paths writes the cache once per batch of calls.
 
+Every per-address limit and record of this server keys a client by ``network_of`` its address:
+an IPv4 address itself, an IPv6 address's /64 (the allocation of one subscriber, in which a host
+can take any address it likes; rotating through it gains nothing). allauth's throttle is given
+the same key (``authserver.signin``).
+"""
+
+import ipaddress
 import threading
 import time
 from dataclasses import dataclass
@@ -10,17 +18,39 @@ from django.core.cache import cache
 from django.db import OperationalError
 from django.http import HttpRequest
 
+IPV6_PREFIX = 64
+
 
 def client_address(request: HttpRequest) -> str:
     """The peer address uvicorn reports (it applies X-Forwarded-For only from trusted proxies)."""
     return request.META.get("REMOTE_ADDR") or "unknown"
 
 
-def allow(bucket: str, address: str, *, limit: int, window_seconds: int) -> tuple[bool, int]:
-    """Count one attempt; return (allowed, seconds until the window resets)."""
+def network_of(address: str) -> str:
+    """The key of a client address for every per-address limit and record: an IPv4 address (an
+    IPv4-mapped IPv6 one too) itself, any other IPv6 address its /64 (``2001:db8:1:2::/64``)."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.IPv6Network((int(ip), IPV6_PREFIX), strict=False))
+    return str(ip)
+
+
+def client_network(request: HttpRequest) -> str:
+    """``network_of`` the request's client address."""
+    return network_of(client_address(request))
+
+
+def allow(bucket: str, network: str, *, limit: int, window_seconds: int) -> tuple[bool, int]:
+    """Count one attempt of ``network`` (``network_of`` a client address); return (allowed,
+    seconds until the window resets)."""
     now = int(time.time())
     window = now // window_seconds
-    key = f"ratelimit:{bucket}:{address}:{window}"
+    key = f"ratelimit:{bucket}:{network}:{window}"
     # add() is atomic on every cache backend: the first attempt creates the counter.
     if cache.add(key, 1, timeout=window_seconds + 1):
         count = 1
@@ -88,13 +118,12 @@ def allow_batched(bucket: str, key: str, *, limit: int, window_seconds: int) -> 
     except ValueError:
         if cache.add(shared_key, pending, timeout=window_seconds + 1):
             count = pending
-        else:  # another process created it meanwhile, or the write failed
+        else:  # another process created it meanwhile (a write that fails raises: common.durable_cache)
             try:
                 count = cache.incr(shared_key, pending)
             except ValueError:
-                # Neither there nor made: the database cache fails writes silently (its add()
-                # answers False on any database error), so this is the database failing, and
-                # the call answers `unavailable` as for any outage, not `internal`.
+                # Neither there nor made: only a cache that drops failed writes silently could
+                # do this. It is the storage failing: `unavailable`, as for any outage.
                 raise OperationalError("the shared rate-limit counter could not be written") from None
     with _windows_lock:
         if state.window == window:

@@ -11,10 +11,9 @@ from urllib.parse import urlsplit
 
 from django.http.request import validate_host
 from oauth2_provider.cimd import is_cimd_client_id
-from oauth2_provider.models import get_application_model
 from oauth2_provider.settings import oauth2_settings
 
-from authserver.cimd import refusal_hint, remembered_refusal
+from authserver.cimd import Fetched, known_application, refusal_hint, remembered_refusal
 from common.inputs import shown
 
 
@@ -23,6 +22,7 @@ class Refusal:
     what: str  # the document or registration, named
     problem: str  # what in it could not be used
     fix: str  # what its maker should change
+    busy: bool = False  # nothing was refused: this server could not fetch it just now
 
 
 def _redirect_problem(what: str, redirect_uri: str, listed: list[str], *, document: bool) -> Refusal:
@@ -36,17 +36,25 @@ def _redirect_problem(what: str, redirect_uri: str, listed: list[str], *, docume
     )
 
 
-def explain(client_id: str, redirect_uri: str) -> Refusal | None:
+def explain(client_id: str, redirect_uri: str, *, fetched: Fetched | None = None) -> Refusal | None:
     """Why an authorization request naming ``client_id`` and ``redirect_uri`` was refused, or
-    None when the client and its redirect address are not the reason."""
+    None when the client and its redirect address are not the reason. ``fetched``: what this
+    request's fetch of the client's document came to, if it made one."""
     if not client_id:
         return None
-    Application = get_application_model()
-    application = Application.objects.filter(client_id=client_id).first()
+    application = known_application(client_id)
     if is_cimd_client_id(client_id):
         what = f"the application's metadata document at {shown(client_id, max_chars=200)}"
         if hint := refusal_hint(client_id):
             return Refusal(what, hint, "serve the document from a public https address")
+        if fetched is not None and fetched.busy:
+            return Refusal(
+                what,
+                "every one of this server's fetches of applications' documents was in use (nothing is held "
+                "against the document)",
+                "nothing: try again in a few seconds",
+                busy=True,
+            )
         if refused := remembered_refusal(client_id):
             return Refusal(what, refused["problem"], refused["fix"])
         host = urlsplit(client_id).hostname or ""
@@ -62,7 +70,7 @@ def explain(client_id: str, redirect_uri: str) -> Refusal | None:
         if application is None:
             return Refusal(
                 what,
-                "it could not be used just now (it was refused a moment ago, and is not fetched again for a minute)",
+                "it was refused a moment ago, and is not fetched again for a minute",
                 "check that the document is served at exactly this address; then try again in a minute",
             )
         return None

@@ -15,12 +15,16 @@ no-cache``): a registration answer carries the ``registration_access_token`` tha
 the client, and RFC 6749 §5.1 asks that no response with a token be cached.
 
 A flood of registrations is bounded by what it leaves behind (``PendingRegistration``): a
-registration no person has approved waits at most ``CODEX_DCR_PENDING_SECONDS`` and is then
-removed with everything of it (``expire_pending``, run before each registration and by
-``manage.py codex_expire_registrations``), and an address with ``CODEX_DCR_PENDING_PER_ADDRESS``
-of them waiting (or the server with ``CODEX_DCR_PENDING_MAX``) must wait for one to be approved
-or to expire (``pending_refusal``). A hosted client that registers for every person it
-connects, each followed by a sign-in, holds only the registrations of the last few minutes.
+registration no person has approved (a dynamic one, or an application made from a metadata
+document, ``authserver.cimd``) waits at most ``CODEX_DCR_PENDING_SECONDS`` and is then removed
+with everything of it (``expire_pending``, run before each registration and by ``manage.py
+codex_expire_registrations``). A client network (``authserver.ratelimit.network_of``: an IPv6
+address's /64) with ``CODEX_DCR_PENDING_PER_ADDRESS`` of them waiting must wait for one to be
+approved or to expire (``pending_refusal``). The server as a whole holds at most
+``CODEX_DCR_PENDING_MAX``: past it, the oldest waiting ones make room (``make_room``), so a flood
+from many networks costs the oldest unapproved registrations their wait, and never refuses a new
+registration for everyone. A hosted client that registers for every person it connects, each
+followed by a sign-in, holds only the registrations of the last few minutes.
 
 Who claims a waiting registration first wins, by deleting its row under its lock: the
 person's approval (``claim_on_approval``, in the same transaction as the grant it saves), or
@@ -41,7 +45,7 @@ from oauth2_provider.models import get_application_model
 from oauth2_provider.views.dynamic_client_registration import DynamicClientRegistrationManagementView
 from pydantic_core import from_json
 
-from authserver.models import PendingRegistration
+from authserver.models import ClientKeys, PendingRegistration
 from common.inputs import shown, text_problem
 
 ADVERTISED_GRANT_TYPES = frozenset({"authorization_code", "refresh_token"})
@@ -136,6 +140,15 @@ def _pending_cutoff(now: dt.datetime) -> dt.datetime:
     return now - dt.timedelta(seconds=settings.CODEX_DCR_PENDING_SECONDS)
 
 
+def _remove(application_ids: list[int]) -> None:
+    """Remove waiting registrations' applications (their rows and tokens go with them), and the
+    keys their documents declared."""
+    Application = get_application_model()
+    client_ids = list(Application.objects.filter(pk__in=application_ids).values_list("client_id", flat=True))
+    Application.objects.filter(pk__in=application_ids).delete()
+    ClientKeys.objects.filter(client_id__in=client_ids).delete()
+
+
 def expire_pending(*, now: dt.datetime | None = None, limit: int = EXPIRED_PER_RUN) -> int:
     """Remove up to ``limit`` registrations that waited longer than CODEX_DCR_PENDING_SECONDS
     for an approval: their Applications, registration tokens and rows. Returns how many."""
@@ -149,35 +162,50 @@ def expire_pending(*, now: dt.datetime | None = None, limit: int = EXPIRED_PER_R
             .values_list("application_id", flat=True)[:limit]
         )
         if expired:
-            get_application_model().objects.filter(pk__in=expired).delete()  # their rows go with them
+            _remove(expired)
     return len(expired)
 
 
-def pending_refusal(address: str, *, now: dt.datetime | None = None) -> tuple[str, int] | None:
-    """Why a registration from ``address`` must wait, and how many seconds, or None."""
+def make_room(*, now: dt.datetime | None = None) -> int:
+    """Past CODEX_DCR_PENDING_MAX waiting registrations, remove the oldest until the server holds
+    that many again (the newest, just made, stays). Returns how many were removed."""
+    cutoff = _pending_cutoff(now or timezone.now())
+    with transaction.atomic():
+        waiting = PendingRegistration.objects.filter(registered_at__gte=cutoff)
+        excess = waiting.count() - settings.CODEX_DCR_PENDING_MAX
+        if excess <= 0:
+            return 0
+        oldest = list(
+            waiting.select_for_update(skip_locked=True)
+            .order_by("registered_at", "pk")
+            .values_list("application_id", flat=True)[:excess]
+        )
+        _remove(oldest)
+    return len(oldest)
+
+
+def pending_refusal(network: str, *, now: dt.datetime | None = None) -> tuple[str, int] | None:
+    """Why a registration from ``network`` must wait, and how many seconds, or None."""
     now = now or timezone.now()
-    waiting = PendingRegistration.objects.filter(registered_at__gte=_pending_cutoff(now)).order_by("registered_at")
-    for rows, limit, whose in (
-        (waiting.filter(address=address), settings.CODEX_DCR_PENDING_PER_ADDRESS, "from this address"),
-        (waiting, settings.CODEX_DCR_PENDING_MAX, "on this server"),
-    ):
-        if rows.count() >= limit:
-            oldest = rows.values_list("registered_at", flat=True).first()
-            seconds = settings.CODEX_DCR_PENDING_SECONDS - int((now - oldest).total_seconds()) if oldest else 1
-            return (
-                f"{limit} client registrations {whose} are waiting for a person to approve them; each is "
-                f"removed {settings.CODEX_DCR_PENDING_SECONDS // 60} minutes after it was made unless approved, "
-                "so retry after the Retry-After interval",
-                max(1, seconds),
-            )
-    return None
+    waiting = PendingRegistration.objects.filter(address=network, registered_at__gte=_pending_cutoff(now))
+    limit = settings.CODEX_DCR_PENDING_PER_ADDRESS
+    if waiting.count() < limit:
+        return None
+    oldest = waiting.order_by("registered_at").values_list("registered_at", flat=True).first()
+    seconds = settings.CODEX_DCR_PENDING_SECONDS - int((now - oldest).total_seconds()) if oldest else 1
+    return (
+        f"{limit} client registrations from this network are waiting for a person to approve them; each is "
+        f"removed {settings.CODEX_DCR_PENDING_SECONDS // 60} minutes after it was made unless approved, "
+        "so retry after the Retry-After interval",
+        max(1, seconds),
+    )
 
 
-def record_pending(client_id: str, address: str) -> None:
-    """Remember that ``client_id`` was just registered from ``address`` and waits for an approval."""
-    application = get_application_model().objects.filter(client_id=client_id).first()
-    if application is not None:
-        PendingRegistration.objects.create(application=application, address=address, registered_at=timezone.now())
+def record_pending(application: Any, network: str) -> None:
+    """Remember that ``application`` was just registered (or made from its document) by a client
+    of ``network`` and waits for an approval; then make room under the server's cap."""
+    PendingRegistration.objects.create(application=application, address=network, registered_at=timezone.now())
+    make_room()
 
 
 class RegistrationExpired(Exception):

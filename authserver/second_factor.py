@@ -11,6 +11,7 @@ provider's own policy is its second factor.
 
 from collections.abc import Callable
 
+from allauth.mfa.adapter import DefaultMFAAdapter
 from allauth.mfa.models import Authenticator
 from django.conf import settings
 from django.contrib import messages
@@ -18,12 +19,13 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 
 # What a person held to it may still reach: setting a factor up (and signing in again for
-# it), signing out, the static files those pages use.
+# it), signing out, the static files those pages use and the site's icon.
 ALLOWED_PREFIXES = (
     "/accounts/2fa/",
     "/accounts/reauthenticate/",
     "/accounts/logout/",
     "/static/",
+    "/favicon.ico",
 )
 FACTORS = (Authenticator.Type.TOTP, Authenticator.Type.WEBAUTHN)
 
@@ -55,3 +57,13 @@ class RequireSecondFactorMiddleware:
             )
             return redirect("mfa_index")
         return self.get_response(request)
+
+
+class CodexMFAAdapter(DefaultMFAAdapter):
+    """allauth's second-factor adapter (``MFA_ADAPTER``), in the site's words."""
+
+    def generate_authenticator_name(self, user, type: Authenticator.Type) -> str:
+        # The name of a passkey added with the name left empty (the page suggests none; the
+        # library's suggestion was "Master key").
+        count = Authenticator.objects.filter(user_id=user.pk, type=type).count()
+        return f"Passkey {count + 1}"

@@ -7,6 +7,17 @@ is reactivated. So saving a user with ``is_active=False`` (the admin's checkbox,
 authorization codes; reactivation starts from no tokens. A bulk
 ``QuerySet.update(is_active=False)`` sends no signal: run ``revoke_tokens`` after it.
 
+Every token the token endpoint issues (any grant: DOT's ``app_authorized``) writes the audit
+line ``token.granted`` (``common.audit``).
+
+An application that cannot hold a secret (a public client: a dynamic registration with
+``token_endpoint_auth_method`` "none", or an application made from a metadata document, ``none``
+or ``private_key_jwt``) is saved with none. DOT would make one and hash it with the password
+hasher, a slow hash by design, for every such client a stranger registers; the validator never
+accepts an empty secret (``CodexOAuth2Validator._check_secret``). And no application skips the
+consent page: ``skip_authorization`` is never saved on (consent is always asked, whatever an
+edit in the admin says; a bulk ``QuerySet.update`` sends no signal, and must not set it).
+
 Signing out leaves a message for the page the person lands on (``LOGOUT_REDIRECT_URL``).
 Signing in marks the browser as a known device of the account (``authserver.devices``).
 """
@@ -17,21 +28,45 @@ from allauth.account.signals import user_logged_in
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.signals import user_logged_out
-from django.db.models.signals import post_save
+from django.db.models.signals import post_save, pre_save
 from django.dispatch import receiver
-from oauth2_provider.models import get_grant_model
+from oauth2_provider.models import get_application_model, get_grant_model
+from oauth2_provider.signals import app_authorized
 
 from authserver import devices
-from authserver.signin import attempts_key
 from authserver.tokens import revoke_tokens
+from common.audit import audit
+
+
+@receiver(pre_save, sender=get_application_model(), dispatch_uid="authserver.applications_as_configured")
+def applications_as_configured(sender: Any, instance: Any, **kwargs: Any) -> None:
+    if instance.client_type == sender.CLIENT_PUBLIC:
+        instance.client_secret = ""
+        instance.hash_client_secret = False
+    instance.skip_authorization = False
 
 
 @receiver(post_save, sender=get_user_model(), dispatch_uid="authserver.revoke_on_deactivation")
 def revoke_on_deactivation(sender: Any, instance: Any, created: bool, **kwargs: Any) -> None:
     if created or instance.is_active:
         return
-    revoke_tokens(user=instance)
+    revoke_tokens(user=instance, by="deactivation")
     get_grant_model().objects.filter(user=instance).delete()
+
+
+@receiver(app_authorized, dispatch_uid="authserver.audit_token_granted")
+def audit_token_granted(sender: Any, request: Any, token: Any, **kwargs: Any) -> None:
+    # Sent by DOT's token view once a grant has issued this access token (the request is the
+    # token request: its grant type is one the validator served).
+    audit(
+        "token.granted",
+        user_id=token.user_id,
+        client_id=token.application.client_id if token.application_id is not None else None,
+        grant_type=request.POST.get("grant_type"),
+        scopes=token.scope.split(),
+        access_token_id=token.pk,
+        expires=token.expires.isoformat(),
+    )
 
 
 @receiver(user_logged_out, dispatch_uid="authserver.say_signed_out")
@@ -51,4 +86,4 @@ def say_signed_out(sender: Any, request: Any, user: Any, **kwargs: Any) -> None:
 def remember_device(sender: Any, request: Any, response: Any, user: Any, **kwargs: Any) -> None:
     # allauth's signal carries the response the person is sent on with (the sign-in's redirect).
     if response is not None:
-        devices.remember(response, attempts_key(user.get_username()))
+        devices.remember(response, user)

@@ -30,7 +30,7 @@ from django.http import HttpRequest
 
 import codex_metrics
 from authserver.devices import known_device
-from authserver.ratelimit import client_address
+from authserver.ratelimit import client_address, client_network
 
 logger = logging.getLogger(__name__)
 
@@ -93,16 +93,18 @@ class CodexAccountAdapter(DefaultAccountAdapter):
         super().add_message(request, level, message_template, *args, **kwargs)
 
     def get_client_ip(self, request: HttpRequest) -> str:
-        # uvicorn applies X-Forwarded-For from trusted proxies only (CODEX_TRUSTED_PROXIES);
-        # the same address every other limit of this server counts.
-        return client_address(request)
+        # uvicorn applies X-Forwarded-For from trusted proxies only (CODEX_TRUSTED_PROXIES).
+        # allauth counts per this "address": the client's network, as every other limit of this
+        # server counts it (an IPv6 address's /64; allauth's own truncation leaves it as it is).
+        return client_network(request)
 
     def _get_login_attempts_cache_key(self, request: HttpRequest, **credentials: Any) -> str:
         # The username first: reauthentication passes the account's email address too.
         key = attempts_key(credentials.get("username") or credentials.get("email") or "")
         # A browser that signed in to this account before is counted apart (authserver.devices).
-        if device := known_device(request, key):
-            return f"{key}:device:{device}"
+        known = known_device(request)
+        if known is not None and attempts_key(known[0].get_username()) == key:
+            return f"{key}:device:{known[1]}"
         return key
 
     def pre_authenticate(self, request: HttpRequest, **credentials: Any) -> None:

@@ -4,7 +4,9 @@ provider; the operator lists them in ``CODEX_OIDC_PROVIDERS``, read by
 
 - Only a verified email of one of the provider's allowed domains signs in; anything else is
   refused with a page that names the domains, before any account is made or matched.
-- A first sign-in makes an account (its codex is made on first use, as for everyone). It
+- A first sign-in of a person an organization provisioned through SCIM signs in to that
+  account (``authserver.scim.links``).
+- Any other first sign-in makes an account (its codex is made on first use, as for everyone). It
   signs in to an existing local account instead only where the operator allows it for
   that provider (``match_existing``), and only through that verified email.
 - A provider that cannot be reached, or answers what OpenID Connect does not allow, gets
@@ -23,6 +25,9 @@ from django.contrib.auth import get_user_model
 from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+
+from authserver.account import leading_to_providers
+from authserver.scim import links
 
 logger = logging.getLogger(__name__)
 
@@ -89,6 +94,12 @@ class CodexSocialAccountAdapter(DefaultSocialAccountAdapter):
                     status=403,
                 )
             )
+        if not sociallogin.is_existing:
+            # A person their organization provisioned through SCIM (authserver.scim.links):
+            # this first sign-in is linked to that account.
+            provisioned = links.provisioned_account(provider_id=provider.app.provider_id, emails=emails)
+            if provisioned is not None:
+                sociallogin.connect(request, provisioned)
         if not sociallogin.is_existing and _taken(emails):
             # Not matched to that account (the operator did not allow it for this provider):
             # a second account with the same address would be a trap for its owner.
@@ -164,5 +175,11 @@ def _guarded(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
     return guarded
 
 
-login = _guarded(oidc_views.login)
+def _login(request: HttpRequest, provider_id: str) -> HttpResponse:
+    # A GET asks first (socialaccount/login.html); its form's answer redirects to the provider,
+    # which the page's form-action must name, as the sign-in page's does.
+    return leading_to_providers(lambda: oidc_views.login(request, provider_id))
+
+
+login = _guarded(_login)
 callback = _guarded(oidc_views.callback)

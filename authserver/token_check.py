@@ -8,9 +8,8 @@ codex and the application along. A token is accepted only if it exists, has not 
 an active user, and holds the scopes asked for (DOT's ``AccessToken.allow_scopes``).
 DOT's own ``allows_audience`` is not used: it lets a token without a resource through,
 where contract 8 accepts only a token bound to this server. The database is asked on every
-call, so revocation, expiry or a deactivated user take effect on the very next call: a grant
-the check accepted is held (``HeldGrant``) only for a later write to confirm, in its own
-statement, that nothing the check read has changed.
+call, and nothing of a check is kept for a later one, so revocation, expiry or a deactivated
+user take effect on the very next call.
 
 The query has two versions, like the notebook's (``notebook.store``): SQL built once per
 database (``notebook.sql``: the ORM spent more time compiling this three-join query on every
@@ -23,7 +22,7 @@ then passes goes on to use it.
 """
 
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -139,23 +138,7 @@ class _TokenQuery(PerDatabase):
         )
         checksum = f"t.{quote(AccessToken._meta.get_field('token_checksum').column)}"
         sql = f"SELECT {', '.join(columns)} FROM {tables}{ahead_join} WHERE {checksum} = %s"
-        # What a later call's write confirms (``HeldGrant``): every column read but the codex's
-        # entry count, which every save changes and the check does not judge.
-        confirmed = [
-            (index, field, column)
-            for index, part in enumerate(parts[:4])
-            for field, column in zip(part.fields, part.sql, strict=True)
-            if not (part is codex and field.name == "entry_count")
-        ]
-        return {
-            "sql": sql,
-            "parts": parts,
-            "codex_link": codex_link,
-            "ahead_fields": ahead_fields,
-            "tables": tables,
-            "checksum": checksum,
-            "confirmed": confirmed,
-        }
+        return {"sql": sql, "parts": parts, "codex_link": codex_link, "ahead_fields": ahead_fields}
 
     def fetch(self, checksum: str, ahead: ReadAhead | None = None) -> Any:
         """The token with its user (and the user's codex) and application, or None; ``ahead``
@@ -192,117 +175,6 @@ class _TokenQuery(PerDatabase):
         token_fields.get_field("user").set_cached_value(token, user)
         token_fields.get_field("application").set_cached_value(token, application)
         return token
-
-    def confirmation(self, connection: BaseDatabaseWrapper) -> str:
-        """The check as a write's precondition (``notebook.sql.preconditions.PreconditionKind``): a row
-        exactly when the token, its user, the user's codex and the token's application still
-        hold every value a check read (``HeldGrant.params`` names them)."""
-        built = self.built(connection.alias)
-        tests = [f"{built['checksum']} = %({_CHECKSUM_PARAM})s"]
-        tests += [
-            f"{column} IS NOT DISTINCT FROM %({_confirmed_param(position)})s"
-            for position, (_index, _field, column) in enumerate(built["confirmed"])
-        ]
-        return f"SELECT 1 FROM {built['tables']} WHERE {' AND '.join(tests)}"
-
-    def confirmed_values(self, alias: str, checksum: str, instances: Sequence[Any]) -> dict[str, Any]:
-        """The parameters of ``confirmation`` for what a check read: (token, user, codex,
-        application) instances, each None where the row was missing."""
-        connection = connections[alias]
-        params: dict[str, Any] = {_CHECKSUM_PARAM: checksum}
-        for position, (index, field, _column) in enumerate(self.built(alias)["confirmed"]):
-            instance = instances[index]
-            value = None if instance is None else getattr(instance, field.attname)
-            params[_confirmed_param(position)] = None if value is None else field.get_db_prep_value(value, connection)
-        return params
-
-
-# The parameter names of the confirmation (``notebook.sql.preconditions``: every precondition
-# parameter's name begins with ``precondition_``).
-_CHECKSUM_PARAM = "precondition_checksum"
-
-
-def _confirmed_param(position: int) -> str:
-    return f"precondition_{position}"
-
-
-class _Confirmation:
-    """The kind of precondition a held grant is: one statement per database is built for it."""
-
-    def condition(self, connection: BaseDatabaseWrapper) -> str:
-        return _TOKEN_QUERY.confirmation(connection)
-
-
-_CONFIRMATION = _Confirmation()
-
-
-class HeldGrant:
-    """A grant a check accepted, held by this process for the token's next calls, and the
-    precondition (``for_call``: ``notebook.sql.preconditions``) that a write of such a call
-    makes its statement check: that every value the check read is still the same. When it
-    holds, the check would read the very row it accepted and judge it the same way (its expiry
-    and scopes are judged again in ``held_grant``, as time and the call need), so the write's
-    statement is the call's check as well: one round trip where there were two, and still
-    nothing the database says about a token is taken from before the call."""
-
-    def __init__(self, checksum: str, token: Any, grant: TokenGrant) -> None:
-        self.checksum = checksum
-        self.token = token  # the AccessToken as read, with its user, codex and application
-        self.grant = grant
-        self._params: dict[str, Any] | None = None
-
-    @property
-    def params(self) -> dict[str, Any]:
-        """The confirmation's values, prepared on first use (only a write asks for them)."""
-        if self._params is None:
-            user = self.token.user
-            instances = (self.token, user, user.codex, self.token.application)
-            self._params = _TOKEN_QUERY.confirmed_values(self.token._state.db, self.checksum, instances)
-        return self._params
-
-    def for_call(self) -> "Confirmation":
-        return Confirmation(self)
-
-
-class Confirmation:
-    """One call's precondition (``notebook.sql.preconditions.Precondition``): the held grant's,
-    and whether the call's write has found it to hold (``confirmed``)."""
-
-    kind = _CONFIRMATION
-
-    def __init__(self, held: HeldGrant) -> None:
-        self.grant = held.grant
-        self.params = held.params
-        self.confirmed = False
-
-    def held(self) -> None:
-        self.confirmed = True
-
-
-# At most this many grants are held; past it the lot is dropped (each token's next call is
-# checked apart again, and holds its grant anew).
-HELD_GRANTS_MAX = 1024
-_HELD: dict[str, HeldGrant] = {}
-
-
-def _hold(checksum: str, token: Any, grant: TokenGrant) -> None:
-    if len(_HELD) >= HELD_GRANTS_MAX:
-        _HELD.clear()
-    _HELD[checksum] = HeldGrant(checksum, token, grant)
-
-
-def held_grant(checksum: str, scopes: Iterable[str] = ()) -> HeldGrant | None:
-    """The grant of this token's last accepted check in this process, if it is still unexpired
-    and holds ``scopes``, for a write to confirm (``HeldGrant``); else None. Fast path only."""
-    held = _HELD.get(checksum) if settings.CODEX_FAST_PATH else None
-    if held is None or held.token.is_expired() or not held.token.allow_scopes(list(scopes)):
-        return None
-    return held
-
-
-def forget_held_grant(checksum: str) -> None:
-    """Drop the held grant of a token whose write found it changed: its next check holds anew."""
-    _HELD.pop(checksum, None)
 
 
 _TOKEN_QUERY = _TokenQuery()
@@ -348,7 +220,7 @@ def check_access_token(checksum: str, scopes: Iterable[str] = (), ahead: ReadAhe
         held = set(token.scope.split())
         raise ScopesMissing([scope for scope in dict.fromkeys(needed) if scope not in held])
     application = token.application
-    grant = TokenGrant(
+    return TokenGrant(
         token_checksum=checksum,
         user=user,
         scopes=frozenset(token.scope.split()),
@@ -356,8 +228,3 @@ def check_access_token(checksum: str, scopes: Iterable[str] = (), ahead: ReadAhe
         client_id=application.client_id if application is not None else "",
         application_name=application.name if application is not None else "",
     )
-    # Held only where a later write could confirm it: read by the statement (whose instances
-    # know their database), with a codex (a user without one gets it made by a write of its own).
-    if settings.CODEX_FAST_PATH and token._state.db is not None and getattr(user, "codex", None) is not None:
-        _hold(checksum, token, grant)
-    return grant

@@ -19,6 +19,7 @@ from oauth2_provider.models import (
 )
 
 from authserver.scopes import ALL_SCOPES
+from common.audit import audit
 
 # What a person reads after "written by" and on Connected applications (migration 0002 renamed it).
 OPERATOR_APPLICATION_NAME = "a command-line token (mint_token)"
@@ -55,15 +56,31 @@ def mint_access_token(*, user: AbstractBaseUser, scopes: Iterable[str], lifetime
     )
     set_token_value(token, raw)
     token.save()
+    audit(
+        "token.granted",
+        user_id=user.pk,
+        client_id=application.client_id,
+        grant_type="mint_token",
+        scopes=scopes,
+        access_token_id=token.pk,
+        expires=token.expires.isoformat(),
+    )
     return raw
 
 
+# Who revokes, as the audit line says (``by``).
+REVOKED_BY = ("person", "operator", "client", "deactivation", "deprovisioning", "account_deletion")
+
+
 @transaction.atomic
-def revoke_tokens(*, user: AbstractBaseUser, application: object | None = None) -> tuple[int, int]:
-    """Revoke a user's refresh and access tokens (only those of ``application``, if given).
+def revoke_tokens(*, user: AbstractBaseUser, by: str, application: object | None = None) -> tuple[int, int]:
+    """Revoke a user's refresh and access tokens (only those of ``application``, if given),
+    and write the audit line (``by``: one of ``REVOKED_BY``).
 
     Returns (refresh tokens revoked, remaining access tokens deleted).
     """
+    if by not in REVOKED_BY:
+        raise ValueError(f"by must be one of {', '.join(REVOKED_BY)}")
     refresh_tokens = get_refresh_token_model().objects.filter(user=user, revoked__isnull=True)
     access_tokens = get_access_token_model().objects.filter(user=user)
     if application is not None:
@@ -74,4 +91,12 @@ def revoke_tokens(*, user: AbstractBaseUser, application: object | None = None) 
         refresh_token.revoke()  # DOT's own revoke also deletes its access token
         revoked += 1
     deleted, _ = access_tokens.delete()
+    audit(
+        "token.revoked",
+        user_id=user.pk,
+        client_id=getattr(application, "client_id", None),
+        by=by,
+        refresh_tokens=revoked,
+        access_tokens=deleted,
+    )
     return revoked, deleted

@@ -12,12 +12,20 @@ from urllib.parse import parse_qs, urlsplit
 
 from django.conf import settings
 from django.db import transaction
+from oauth2_provider.cimd import is_cimd_client_id
 from oauth2_provider.oauth2_validators import OAuth2Validator
 from oauthlib.oauth2.rfc6749 import errors
 
-from authserver import client_assertions, registration
+from authserver import cimd, client_assertions, registration
+from authserver.ratelimit import network_of
 
 logger = logging.getLogger(__name__)
+
+
+def _network_of(request) -> str | None:
+    """The client network of an oauthlib request (DOT hands the request's META as its headers)."""
+    address = (getattr(request, "headers", None) or {}).get("REMOTE_ADDR")
+    return network_of(address) if address else None
 
 
 def _foreign_target(resources: list[str], request) -> errors.CustomOAuth2Error | None:
@@ -91,12 +99,37 @@ class CodexOAuth2Validator(OAuth2Validator):
                 assertion=getattr(request, "client_assertion", None),
                 endpoint=urlsplit(request.uri).path.removeprefix("/o/"),
                 now=client_assertions.now(),
+                network=_network_of(request),
             )
         except client_assertions.AssertionRefused as refused:
             logger.warning("client assertion refused for %r: %s", (client_id or "")[:255], refused)
             raise errors.InvalidClientError(description=str(refused), request=request) from None
         request.client_id = client_id
         return True
+
+    def _check_secret(self, provided_secret, stored_secret):
+        # A private DOT hook (registered in common.internals): a public client is saved with no
+        # secret (authserver.signals), and an empty stored secret matches nothing.
+        if not stored_secret:
+            return False
+        return super()._check_secret(provided_secret, stored_secret)
+
+    # --- loading clients: metadata documents are fetched only where a limit is counted ---------
+
+    def _load_application(self, client_id, request):
+        # A private DOT hook (registered in common.internals). DOT would fetch the document of any
+        # client id it does not know, at any endpoint, and make an application of it. Here an
+        # unknown document is answered as an unknown client (invalid_client) and fetches nothing:
+        # only the authorization endpoint fetches one, under its limit (authserver.views). A known
+        # client's copy past its lifetime is fetched again, under the fetch slots and deadline.
+        loaded = getattr(request, "client", None)
+        already = loaded is not None and getattr(loaded, "client_id", None) == client_id
+        if not already and isinstance(client_id, str) and is_cimd_client_id(client_id):
+            application = cimd.known_application(client_id)
+            if application is None:
+                return None
+            cimd.refresh_if_stale(application, network=_network_of(request))
+        return super()._load_application(client_id, request)
 
     @staticmethod
     def _client_keys(client_id):

@@ -40,6 +40,13 @@ def configuration_problem() -> str | None:
         return f"CODEX_METRICS_ALLOW: {error} (give comma-separated addresses or networks, or none)"
     if settings.CODEX_METRICS_TOKEN and len(settings.CODEX_METRICS_TOKEN) < 16:
         return "CODEX_METRICS_TOKEN is too short to be a secret: use at least 16 random characters"
+    # The test runner serves its clients' documents on loopback with debug off; it says so.
+    if settings.CODEX_CIMD_ALLOW_LOOPBACK and not settings.DEBUG and not getattr(settings, "CODEX_TEST_RUNNER", False):
+        return (
+            "CODEX_CIMD_ALLOW_LOOPBACK is on while DJANGO_DEBUG is off: this server would fetch client metadata "
+            "documents and key sets from loopback addresses without checking their certificates. It is for "
+            "development only (DJANGO_DEBUG=1); unset it in production"
+        )
     return None
 
 

@@ -10,20 +10,23 @@ pages in debug too (a URL that matched nothing, and a view's ``Http404``, ``Perm
 or ``BadRequest``). An unhandled exception keeps Django's traceback page in debug, which is
 what the person developing needs; without debug it is this module's 500 page.
 
-The pages are rendered without the request's context processors: an error page must not
-fail itself (a 500 may come from an unreachable database, which the signed-in user's
-lookup needs), so they name no user and carry no form.
+The pages are rendered without the request's context processors (an error page must not
+fail itself, nor use up the messages meant for the next page), but with the site's header
+like every page: who is signed in, if the server can tell (``signed_in``), and the token
+its sign-out form needs. A 404 must not look signed out.
 """
 
 from collections.abc import Callable
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import BadRequest, PermissionDenied, SuspiciousOperation
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.middleware.csrf import get_token
 from django.template.loader import render_to_string
 
 AUTHORIZATION_PAGE = "/o/authorize/"
-API_PREFIXES = ("/o/", "/.well-known/", "/healthz", "/mcp")
+API_PREFIXES = ("/o/", "/.well-known/", "/healthz", "/mcp", "/scim/")
 
 PAGES: dict[int, dict[str, str]] = {
     400: {
@@ -42,8 +45,8 @@ PAGES: dict[int, dict[str, str]] = {
         "title": "Page not found",
         "heading": "This page does not exist",
         "explanation": "The address may be mistyped, or what it showed was deleted (a note deleted from "
-        "your codex is gone for good).",
-        "action": "Your notes are in My codex.",
+        "your notebook is gone for good).",
+        "action": "Your notes are in My notebook.",
     },
     500: {
         "title": "Server error",
@@ -74,10 +77,21 @@ def is_api(request: HttpRequest) -> bool:
     return path.startswith(API_PREFIXES) and not path.startswith(AUTHORIZATION_PAGE)
 
 
+def signed_in(request: HttpRequest) -> dict[str, Any]:
+    """The header's context: the signed-in user, or ``who_unknown`` when the server cannot tell
+    (a 500 from a database that cannot be read: the user's lookup fails too). Never raises."""
+    try:
+        user = request.user  # AuthenticationMiddleware's lazy user: the session, then the user
+        user.is_authenticated  # noqa: B018  (loads it here, where a failure is caught)
+    except Exception:  # whatever broke the request may break this too
+        return {"who_unknown": True}
+    return {"user": user, "csrf_token": get_token(request)}
+
+
 def _answer(request: HttpRequest, status: int, words: dict[str, str], error: str) -> HttpResponse:
     if is_api(request):
         return JsonResponse({"error": error, "error_description": words["heading"]}, status=status)
-    html = render_to_string("error.html", {**words, "status": status})
+    html = render_to_string("error.html", {**words, "status": status, **signed_in(request)})
     return HttpResponse(html, status=status, content_type="text/html; charset=utf-8")
 
 

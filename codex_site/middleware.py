@@ -3,9 +3,12 @@
 import base64
 import binascii
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 
+from asgiref.sync import sync_to_async
+from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.utils.http import url_has_allowed_host_and_scheme
 
 from codex_site import errors
 from common.outage import UNAVAILABLE_ERRORS, log_database_unavailable
@@ -13,6 +16,7 @@ from common.outage import UNAVAILABLE_ERRORS, log_database_unavailable
 logger = logging.getLogger(__name__)
 
 RETRY_AFTER_SECONDS = 5
+STREAM_BLOCK_BYTES = 64 * 1024
 
 
 def unavailable_response(body: dict[str, str] | None = None) -> JsonResponse:
@@ -108,3 +112,66 @@ def _nul_in(request: HttpRequest) -> str | None:
 
 def _holds_nul(data) -> bool:
     return any("\x00" in key or any("\x00" in value for value in values) for key, values in data.lists())
+
+
+class AsyncStreamingMiddleware:
+    """Under ASGI, every streaming answer is sent from an asynchronous iterator, block by block.
+
+    Django's ASGI handler consumes a *synchronous* iterator into a list before sending any of
+    it, and warns "StreamingHttpResponse must consume synchronous iterators": WhiteNoise's
+    static files (a file response) and the person's exports (a generator reading the database)
+    are both synchronous. Here such an iterator is pulled in the request's own sync thread
+    (``sync_to_async`` is thread-sensitive: where the ORM runs), about 64 KiB per step, so an
+    export of any size streams in flat memory. First in ``MIDDLEWARE``, so it sees every answer.
+    """
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if isinstance(request, ASGIRequest) and response.streaming and not response.is_async:  # type: ignore[attr-defined]
+            response.streaming_content = _pulled(iter(response.streaming_content))  # type: ignore[attr-defined]
+        return response
+
+
+def _next_block(chunks: Iterator[bytes]) -> bytes | None:
+    """The next chunks joined up to about ``STREAM_BLOCK_BYTES``; None when there are no more."""
+    block: list[bytes] = []
+    size = 0
+    for chunk in chunks:
+        block.append(chunk)
+        size += len(chunk)
+        if size >= STREAM_BLOCK_BYTES:
+            break
+    return b"".join(block) if block else None
+
+
+async def _pulled(chunks: Iterator[bytes]) -> AsyncIterator[bytes]:
+    pull = sync_to_async(_next_block)
+    while (block := await pull(chunks)) is not None:
+        yield block
+
+
+class UnsafeNextMiddleware:
+    """A ``next`` in the query string that leads off this site (another host, or a scheme
+    other than http and https, ``javascript:`` among them) is dropped before any view sees it,
+    as Django's ``url_has_allowed_host_and_scheme`` judges it: every page that renders a ``next``
+    (the sign-in page's "Continue" link, the hidden field of allauth's forms) or follows one
+    then has only this site's own. A form's posted ``next`` is checked where it is followed
+    (allauth's ``get_next_redirect_url``)."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if "next" in request.GET and not all(safe_next(request, value) for value in request.GET.getlist("next")):
+            kept = request.GET.copy()
+            del kept["next"]
+            request.GET = kept
+        return self.get_response(request)
+
+
+def safe_next(request: HttpRequest, url: str) -> bool:
+    """Whether ``url`` stays on this site (the request's own host), over HTTPS when the request is."""
+    return url_has_allowed_host_and_scheme(url, allowed_hosts={request.get_host()}, require_https=request.is_secure())

@@ -103,13 +103,17 @@ INSTALLED_APPS = [
     "allauth.mfa",
     "codex_site",
     "authserver",
+    # SCIM 2.0 provisioning at /scim/v2/ (its own tables: app label "scim").
+    "authserver.scim",
     "notebook",
     "mcp_endpoint",
     "mycodex",
 ]
 
 MIDDLEWARE = [
-    # First: a form body in a charset Django cannot read is a 415 before anything reads it.
+    # Outermost: a streaming answer (a static file, an export) streams under ASGI, block by block.
+    "codex_site.middleware.AsyncStreamingMiddleware",
+    # Then: a form body in a charset Django cannot read is a 415 before anything reads it.
     "codex_site.middleware.FormCharsetMiddleware",
     # Then U+0000 anywhere in a request's texts is a 400, before any lookup (PostgreSQL refuses it).
     "codex_site.middleware.NulCharacterMiddleware",
@@ -120,6 +124,8 @@ MIDDLEWARE = [
     # Before CommonMiddleware, so that preflights are answered before anything else runs.
     "corsheaders.middleware.CorsMiddleware",
     "django.middleware.common.CommonMiddleware",
+    # A `next` leading off this site is dropped from the query before any page renders or follows it.
+    "codex_site.middleware.UnsafeNextMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -289,12 +295,18 @@ ACCOUNT_REAUTHENTICATION_TIMEOUT = 300
 CODEX_SIGNIN_FAILURES_PER_ACCOUNT = envint("CODEX_SIGNIN_FAILURES_PER_ACCOUNT", 5)
 CODEX_SIGNIN_FAILURE_WINDOW_SECONDS = envint("CODEX_SIGNIN_FAILURE_WINDOW_SECONDS", 300)
 CODEX_SIGNIN_FAILURES_PER_ADDRESS = envint("CODEX_SIGNIN_FAILURES_PER_ADDRESS", 10)
+# Sign-in attempts of any outcome from one network (an IPv4 address, an IPv6 /64) per minute:
+# people behind one office address signing in at 9 o'clock are not a flood. Each attempt costs
+# one password hash; only an attempt with a right password gets past the failures' limit.
+CODEX_SIGNINS_PER_ADDRESS = envint("CODEX_SIGNINS_PER_ADDRESS", 120)
 ACCOUNT_RATE_LIMITS = {
     "login_failed": (
         f"{CODEX_SIGNIN_FAILURES_PER_ADDRESS}/m/ip,"
         f"{CODEX_SIGNIN_FAILURES_PER_ACCOUNT}/{CODEX_SIGNIN_FAILURE_WINDOW_SECONDS}s/key"
     ),
-    "login": "30/m/ip",
+    # Every sign-in attempt, successful or not, per network and minute (failures are held far
+    # lower above): sized for an office whose people sign in together in the morning.
+    "login": f"{CODEX_SIGNINS_PER_ADDRESS}/m/ip",
     # Above the per-account failure limit, which engages first (with its wait in words).
     "change_password": "10/m/user",
     "reauthenticate": "10/m/user",
@@ -313,6 +325,7 @@ SOCIALACCOUNT_LOGIN_ON_GET = False  # the sign-in page's button POSTs
 SOCIALACCOUNT_STORE_TOKENS = False  # the provider's tokens are not needed after sign-in
 SOCIALACCOUNT_REQUESTS_TIMEOUT = 10
 # A second factor for password accounts: TOTP, passkeys (WebAuthn), recovery codes.
+MFA_ADAPTER = "authserver.second_factor.CodexMFAAdapter"
 MFA_SUPPORTED_TYPES = ["totp", "webauthn", "recovery_codes"]
 MFA_PASSKEY_LOGIN_ENABLED = False
 MFA_TOTP_ISSUER = "Agent Codex"
@@ -359,13 +372,17 @@ CODEX_IMPORT_MAX_BYTES = envint("CODEX_IMPORT_MAX_BYTES", 32 * 1024 * 1024)
 # many bytes (413; the import upload has CODEX_IMPORT_MAX_BYTES, /mcp the contract's 1 MiB),
 # arriving within this many seconds of the request's headers (408).
 CODEX_BODY_MAX_BYTES = envint("CODEX_BODY_MAX_BYTES", 1024 * 1024)
+# SCIM (authserver.scim.schema): accept and drop User attributes this server does not keep,
+# instead of refusing them (for an IdP whose attribute mapping cannot be trimmed).
+CODEX_SCIM_IGNORE_UNKNOWN = envbool("CODEX_SCIM_IGNORE_UNKNOWN", False)
 CODEX_BODY_TIMEOUT_SECONDS = envint("CODEX_BODY_TIMEOUT_SECONDS", 60)
 # Rate limits per client address: dynamic client registrations per hour, and sign-ins
 # that make the server fetch a new client's metadata document per 10 minutes.
 CODEX_DCR_RATE_LIMIT = envint("CODEX_DCR_RATE_LIMIT", 300)
 CODEX_CIMD_RATE_LIMIT = envint("CODEX_CIMD_RATE_LIMIT", 30)
-# Dynamic registrations that no person has approved yet (authserver.registration): removed
-# once this old, and at most so many waiting per client address and in all.
+# Client registrations that no person has approved yet (authserver.registration), dynamic ones
+# and applications made from metadata documents alike: removed once this old; at most so many
+# wait per client network (refused past it), and at most so many in all (the oldest make room).
 CODEX_DCR_PENDING_SECONDS = envint("CODEX_DCR_PENDING_SECONDS", 3600)
 CODEX_DCR_PENDING_PER_ADDRESS = envint("CODEX_DCR_PENDING_PER_ADDRESS", 100)
 CODEX_DCR_PENDING_MAX = envint("CODEX_DCR_PENDING_MAX", 1000)
@@ -388,6 +405,15 @@ CODEX_METRICS_TOKEN = os.environ.get("CODEX_METRICS_TOKEN", "")
 # Client ID Metadata Documents on loopback addresses (a local client): debug only, and the
 # test runner turns it on.
 CODEX_CIMD_ALLOW_LOOPBACK = envbool("CODEX_CIMD_ALLOW_LOOPBACK", DEBUG)
+# Fetches of clients' metadata documents and key sets in progress at once, per process, and the
+# share of them one client network may hold (authserver.fetching); each has a deadline of
+# CIMD_FETCH_TIMEOUT_SECONDS over the whole exchange.
+CODEX_FETCHES_AT_ONCE = envint("CODEX_FETCHES_AT_ONCE", 10)
+CODEX_FETCHES_AT_ONCE_PER_ADDRESS = envint("CODEX_FETCHES_AT_ONCE_PER_ADDRESS", 2)
+# Token introspection (RFC 7662) is for resource servers an operator provisions: the client ids
+# of confidential applications (made in the admin) allowed to introspect, comma-separated.
+# Anyone else gets 401. Empty: nobody may, and the metadata names no introspection endpoint.
+CODEX_INTROSPECTION_CLIENTS = envlist("CODEX_INTROSPECTION_CLIENTS", [])
 
 
 def oauth2_provider_settings(public_url: str) -> dict:
@@ -461,8 +487,25 @@ globals().update(public_url_settings(CODEX_PUBLIC_URL))
 OAUTH2_PROVIDER_APPLICATION_MODEL = "oauth2_provider.Application"
 
 CACHES = {
-    # Shared by every worker process: rate-limit counters and DOT's fetch backoff.
-    "default": {"BACKEND": "django.core.cache.backends.db.DatabaseCache", "LOCATION": "codex_cache"}
+    # Security state, shared by every worker process: allauth's sign-in and second-factor
+    # throttle counters and its marks of used TOTP codes (allauth uses this alias only), this
+    # server's per-address and per-token limits, and clients' key sets with their fetch state.
+    # It never evicts a live entry: past MAX_ENTRIES rows a write first sweeps out the expired
+    # ones, and nothing else (common.durable_cache). A write the database refuses raises (a
+    # 503), never passes as an empty counter. Every entry is written with a timeout.
+    "default": {
+        "BACKEND": "common.durable_cache.DurableDatabaseCache",
+        "LOCATION": "codex_cache",
+        "OPTIONS": {"MAX_ENTRIES": 10_000},
+    },
+    # Notes that only make a page more helpful, and that a stranger's requests can make: why a
+    # client's metadata document was refused (kept while it is not fetched again). A table of
+    # their own, culled as Django culls, so that no flood of them can touch the entries above.
+    "notes": {
+        "BACKEND": "django.core.cache.backends.db.DatabaseCache",
+        "LOCATION": "codex_notes_cache",
+        "OPTIONS": {"MAX_ENTRIES": 5_000},
+    },
 }
 
 # A person signs in to read their notes; the OAuth flow brings its own `next`.

@@ -40,7 +40,10 @@ class CodexTestRunner(DiscoverRunner):
         override_settings(
             PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"],
             SECRET_KEY=os.environ.get("SECRET_KEY") or TEST_SECRET_KEY,
+            # The tests' clients serve their documents on loopback (codex_site.checks lets the
+            # test runner, and nothing else, do so with debug off).
             CODEX_CIMD_ALLOW_LOOPBACK=True,
+            CODEX_TEST_RUNNER=True,
             # Also what a later django.setup() (importing codex_site.asgi) configures.
             LOGGING=quiet_logging(settings.LOGGING),
             # Django's advice for tests: not the manifest storage, which needs collectstatic

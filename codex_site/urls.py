@@ -3,13 +3,14 @@ from allauth.account.decorators import secure_admin_login
 from allauth.socialaccount import views as social_views
 from django.contrib import admin
 from django.shortcuts import redirect
-from django.urls import include, path
+from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 from oauth2_provider import urls as dot_urls
 
 from authserver import account, sso
 from authserver import views as authserver_views
 from authserver.registration import GuardedRegistrationManagementView
+from authserver.scim import views as scim_views
 from authserver.token_view import CodexTokenView
 from codex_site import views as site_views
 
@@ -39,6 +40,9 @@ OAUTH_ENDPOINTS = (
     + dot_urls.dcr_urlpatterns
 )
 
+# The admin carries the site's name (staff reach it from the site's header, and it links back).
+admin.site.site_header = "Agent Codex administration"
+admin.site.site_title = "Agent Codex admin"
 # The admin signs in on the site's own sign-in page, with its throttle and second factor.
 admin.site.login = secure_admin_login(admin.site.login)  # type: ignore[method-assign]
 # ... and changes their password on the site's page, where the current password passes the
@@ -68,6 +72,7 @@ ACCOUNT_PAGES = [
 urlpatterns = [
     path("", site_views.home, name="home"),
     path("healthz", site_views.healthz, name="healthz"),
+    path("favicon.ico", site_views.favicon, name="favicon"),
     path("metrics", site_views.metrics, name="metrics"),
     path("admin/", admin.site.urls),
     # Sign-in (password, single sign-on, second factor), sign-out, password change.
@@ -85,12 +90,16 @@ urlpatterns = [
     path(".well-known/openid-configuration/o", site_views.not_found),
     path("o/.well-known/openid-configuration", site_views.not_found),
     path("o/.well-known/openid-configuration/", site_views.not_found),
-    # This server's versions of two DOT endpoints, resolved before DOT's own.
+    # This server's versions of DOT endpoints, resolved before DOT's own.
     path("o/authorize/", authserver_views.CodexAuthorizationView.as_view()),
     path("o/token/", CodexTokenView.as_view()),
+    path("o/introspect/", authserver_views.ResourceServerIntrospectionView.as_view()),
     path("o/register/", authserver_views.RateLimitedRegistrationView.as_view()),
     path("o/register/<str:client_id>/", GuardedRegistrationManagementView.as_view()),
     path("o/", include((OAUTH_ENDPOINTS, "oauth2_provider"))),
+    # SCIM 2.0 provisioning for the organizations' identity providers (every path under it is
+    # scim2-server's to route, so that an unknown one gets a SCIM 404).
+    re_path(r"^scim/v2(?P<path>/.*)?$", scim_views.scim, name="scim"),
 ]
 
 # Site-styled error pages (JSON on the API paths); codex_site.errors also serves them in debug.

@@ -5,8 +5,9 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import render
+from django.templatetags.static import static
 
 import codex_metrics
 from codex_metrics import exposition
@@ -19,6 +20,14 @@ logger = logging.getLogger(__name__)
 
 def home(request: HttpRequest) -> HttpResponse:
     return render(request, "home.html", {"mcp_url": settings.CODEX_RESOURCE_URL})
+
+
+def favicon(request: HttpRequest) -> HttpResponseRedirect:
+    """``/favicon.ico``, which browsers and tools ask for whatever a page links: the site's
+    icon (temporarily: its collected name changes with each release)."""
+    response = HttpResponseRedirect(static("codex/favicon.svg"))
+    response["Cache-Control"] = "max-age=86400"
+    return response
 
 
 def healthz(request: HttpRequest) -> JsonResponse:

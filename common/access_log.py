@@ -1,8 +1,8 @@
 """The access log: one line per HTTP request (logger ``codex.access``, INFO), made as the
 answer's last bytes are sent (or when the request ends without one), with the method,
 the path (query values dropped), the status, the duration and the client's address; for a
-tool call, the same line also carries the tool, its outcome, the codex, the JSON-RPC request
-id and the trace id.
+tool call, the same line also carries the tool, its outcome, the codex, the person, the
+application, the entry, the JSON-RPC request id and the trace id (``mcp_endpoint.calls``).
 
 One line per request, not an access line and a tool-call line: each line costs a call CPU,
 and the tool call's line needs the status and the duration the access line has. uvicorn's
@@ -267,7 +267,8 @@ class _Line:
         fields.update(call, duration_ms=duration_ms, tool_duration_ms=call["duration_ms"])
         message = (
             f"{method} {path} {status} in {duration_ms:.1f} ms: tool call {call['tool']} {call['outcome']}"
-            f" (codex {call['codex_id']}, request {call['request_id']}, trace {call['trace_id']})"
+            f" (codex {call['codex_id']}, person {call['user_id']}, client {call['client_id']},"
+            f" entry {call['entry_id']}, request {call['request_id']}, trace {call['trace_id']})"
         )
         return message, fields
 

@@ -78,6 +78,15 @@ REGISTER: tuple[Internal, ...] = (
         "PostgreSQL's trigram step sends its planner settings and statement as one simple query, "
         "its values written in as Django's client-side binding writes them, and reads the statement's result",
     ),
+    # --- Django: a delete that names its codex alone (notebook.services) ------------------------
+    Internal(
+        DJANGO,
+        "QuerySet._raw_delete(using): one DELETE of the queryset's rows, without the collector",
+        ("notebook/services.py",),
+        "_raw_delete",
+        "deleting entries whose rows are gone already sends only their codex's DELETE: the collector would "
+        "look for those rows again by entry id alone, a statement that names no codex (docs/capacity.md)",
+    ),
     # --- Django: the PostgreSQL backend's health check (codex_site.postgresql) ------------------
     Internal(
         DJANGO,
@@ -136,9 +145,17 @@ REGISTER: tuple[Internal, ...] = (
     Internal(
         DJANGO,
         "BaseDatabaseWrapper.connection (the psycopg connection under Django's wrapper), for its pgconn's libpq trace",
-        ("tests/test_round_trips.py",),
+        ("tests/wire.py",),
         "connection.connection.pgconn",
-        "round trips to PostgreSQL counted from the protocol itself, BEGIN and COMMIT included",
+        "round trips to PostgreSQL counted from the protocol itself, BEGIN and COMMIT included, and the statements "
+        "the server received (tests/test_round_trips.py, tests/test_shard_readiness.py, scripts/bench_capacity.py)",
+    ),
+    Internal(
+        DJANGO,
+        "BaseDatabaseWrapper.connection (the sqlite3 connection under Django's wrapper), for its trace callback",
+        ("tests/test_shard_readiness.py",),
+        "set_trace_callback",
+        "the statements SQLite ran, to check that an execute wrapper saw every one (the shard-readiness capture)",
     ),
     # --- Django: the SQLite write connection (notebook.sqlite, notebook.transactions) ----------
     Internal(
@@ -166,17 +183,43 @@ REGISTER: tuple[Internal, ...] = (
     Internal(
         DJANGO,
         "HttpResponse._has_been_logged",
-        ("codex_site/middleware.py", "authserver/sso.py"),
+        ("codex_site/middleware.py", "authserver/sso.py", "authserver/scim/views.py"),
         "_has_been_logged",
         "a 503 logged in one line already is not logged again at ERROR by django.utils.log.log_response",
     ),
     # --- django-oauth-toolkit -------------------------------------------------------------------
     Internal(
         DOT,
-        "oauth2_provider.cimd._validate_client_id_url, SafeMetadataFetcher._read_document",
-        ("authserver/cimd_loopback.py",),
-        "_validate_client_id_url",
-        "a loopback metadata document (debug and tests) passes exactly the checks a public one does",
+        "oauth2_provider.cimd._validate_client_id_url, _resolve_and_validate, SafeMetadataFetcher._read_document",
+        ("authserver/fetching.py",),
+        "_resolve_and_validate",
+        "every fetch of a document or key set keeps DOT's request-forgery rules and reading of the answer, "
+        "under a deadline over the whole exchange (DOT's fetcher bounds each read only) and the shared slots",
+    ),
+    Internal(
+        DOT,
+        "OAuth2Validator._load_application (overridden: called for every client lookup, before DOT's "
+        "cimd.resolve_cimd_application and refresh_if_stale), OAuth2Validator._check_secret (overridden)",
+        ("authserver/validators.py",),
+        "def _load_application",
+        "an unknown metadata-document client is answered as unknown and nothing is fetched outside the "
+        "authorization endpoint; a public client's empty secret matches nothing",
+    ),
+    Internal(
+        DOT,
+        "AuthorizationView.get reads approval_prompt from request.GET (and the application's "
+        "skip_authorization) to skip the consent page",
+        ("authserver/views.py", "authserver/signals.py"),
+        "skip_authorization",
+        "consent is always asked: the parameter is dropped before DOT reads it, and no application skips it",
+    ),
+    Internal(
+        DOT,
+        "ClientProtectedResourceMixin.dispatch: authenticate_client, then verify_request (a bearer token), "
+        "then unauthenticated_response",
+        ("authserver/views.py",),
+        "def verify_request",
+        "introspection by provisioned resource servers only, with their client secret, never by a token",
     ),
     Internal(
         DOT,
@@ -234,11 +277,13 @@ REGISTER: tuple[Internal, ...] = (
     ),
     Internal(
         MCP,
-        "StreamableHTTPSessionManager(stateless=True, json_response=True) answers a POST with one "
-        "http.response.start and its body, after the handler ran",
-        ("mcp_endpoint/http.py",),
-        "send_answer",
-        "the guard holds the answer to a single tool call until it is whole, to turn a refusal into HTTP 401/403/503",
+        "StreamableHTTPSessionManager(stateless=True, json_response=True) answers each request it is handed "
+        "with one http.response.start and its body and then returns (never a stream); "
+        "ServerRequestContext.request.scope is the ASGI scope the guard handed it",
+        ("mcp_endpoint/http.py", "mcp_endpoint/server.py"),
+        "TOKEN_SCOPE_KEY",
+        "the guard holds every answer until the request's token is checked (by a tool handler, which finds the "
+        "token in the scope, or by the guard), and answers a refused token with 401/403/503 instead",
     ),
     # --- Django: request connections closed when the request ends (codex_site.request_connections)
     Internal(
@@ -265,7 +310,25 @@ REGISTER: tuple[Internal, ...] = (
         "execute_wrappers.append",
         "a span per SQL statement on every connection of the process, the SQLite write connection included",
     ),
+    # --- Django: the default cache as security state (common.durable_cache) -------------------
+    Internal(
+        DJANGO,
+        "DatabaseCache._base_set (its True/False answer: False on any database error), _cull (overridden), "
+        "cache_model_class, _table, make_and_validate_key; the cache table's cache_key and expires columns",
+        ("common/durable_cache.py",),
+        "_base_set",
+        "a cache that never evicts a live entry (the sweep deletes expired rows only) and fails closed on writes",
+    ),
     # --- django-allauth: accounts, single sign-on, second factor ------------------------------
+    Internal(
+        ALLAUTH,
+        "allauth.core.internal.ratelimit, allauth.mfa.totp.internal.auth and allauth.socialaccount.internal."
+        "jwtkit keep their counters, used-code marks and seen ID-token jtis in django.core.cache.cache "
+        "(the default alias; no setting names another)",
+        ("codex_site/settings.py",),
+        "allauth uses this alias only",
+        "the default cache is the one that never evicts a live entry and fails closed; strangers' notes go elsewhere",
+    ),
     Internal(
         ALLAUTH,
         "allauth.core.internal.ratelimit.get_rates, get_cache_key, time; DefaultAccountAdapter."
@@ -288,5 +351,17 @@ REGISTER: tuple[Internal, ...] = (
         ("authserver/sso.py",),
         "oidc_views.callback",
         "a provider that is down or answers wrongly gets a page: allauth's views raise on discovery faults",
+    ),
+    Internal(
+        ALLAUTH,
+        "the context allauth's account, mfa and socialaccount views give their templates (overridden "
+        "in the site's words): form fields by name, form.secret, totp_url, totp_svg_data_uri, "
+        "redirect_field, reauthentication_alternatives (by id), unused_codes, can_*_codes, "
+        "js_data.request_options.publicKey.allowCredentials (fido2's request options), and the ids "
+        "allauth's WebAuthn script is given (data-allauth-onload)",
+        ("templates/mfa/authenticate.html", "templates/mfa/totp/activate_form.html"),
+        '{% extends "base.html" %}',
+        "the sign-in library's pages in the site's voice; the passkey step is offered only to an "
+        "account that has a passkey (allauth offers it to every account)",
     ),
 )

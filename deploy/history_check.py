@@ -7,6 +7,7 @@ The history is one JSON object per line, one per call a client made (and one per
      "invoked": 12.031, "completed": 12.047, "answer": "ok", "args": {...},
      "entry": {...} (a save's, update's or get's answer), "entries": [...] (a search page's)}
     {"op": "fault", "name": "primary partitioned", "start": 40.2, "heal": 61.0, "end": 75.3}
+    {"op": "fault", "name": "synchronous replica cut off", "start": 90.0, "end": 121.4, "gap_limit": 20}
 
 Times are seconds on one monotonic clock (the client host's). ``answer`` is ``ok``, a tool
 error's code (``unavailable``, ``conflict``, ``not_found``...), an HTTP status (``503``,
@@ -38,8 +39,9 @@ What it proves, each an entry of ``Report.violations``:
 - ``unexpected_answers``: every answer is a success, a refusal (``unavailable``, ``503``), a
   ``conflict`` of a racing update, or a ``401`` for a revoked token: never a 500, another
   error, or no answer within the client's timeout;
-- ``write_gaps``: during each fault, writes were refused for at most ``GAP_LIMIT`` seconds
-  (for a fault with a ``heal``, they resumed within ``GAP_LIMIT`` of it).
+- ``write_gaps``: during each fault, writes were refused for at most ``GAP_LIMIT`` seconds,
+  or the fault's own ``gap_limit`` where it names a tighter one (the synchronous-standby
+  faults: 20 s); for a fault with a ``heal``, they resumed within that limit of it.
 
     python deploy/history_check.py history.jsonl final.json    # exit 1 on any violation
 """
@@ -396,6 +398,7 @@ class Checker:
         for fault in self.faults:
             start, end = fault["start"], fault["end"]
             heal = fault.get("heal")
+            limit = fault.get("gap_limit", self.gap_limit)
             before = [t for t in acks if t <= start]
             during = [t for t in acks if start < t <= end]
             points = before[-1:] + during
@@ -435,18 +438,18 @@ class Checker:
             if heal is not None:
                 resumed = next((t for t in acks if t > heal), None)
                 row["resumed_after_heal"] = None if resumed is None else round(resumed - heal, 2)
-                if resumed is None or resumed - heal > self.gap_limit:
+                if resumed is None or resumed - heal > limit:
                     self.report.add(
                         "write_gaps",
-                        f"{fault['name']}: writes did not resume within {self.gap_limit:.0f} s of the heal",
+                        f"{fault['name']}: writes did not resume within {limit:.0f} s of the heal",
                         heal,
                     )
                 # Before the heal writes may be refused for as long as the fault lasts (the etcd
                 # majority lost): only the time after it counts.
-            elif longest > self.gap_limit:
+            elif longest > limit:
                 self.report.add(
                     "write_gaps",
-                    f"{fault['name']}: {longest:.1f} s without an acknowledged write (limit {self.gap_limit:.0f} s)",
+                    f"{fault['name']}: {longest:.1f} s without an acknowledged write (limit {limit:.0f} s)",
                     gap_from,
                 )
             self.report.faults.append(row)

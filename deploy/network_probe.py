@@ -13,7 +13,14 @@ result. The faults, one after the other (``FAULTS``):
 - the primary partitioned away from both replicas and the etcd majority, while the
   application hosts still reach it; meanwhile a direct ``INSERT`` on it must never succeed;
 - an application host cut off from every database host, then healed;
+- just after the partition's failover, with the old primary rewound and streaming again, the
+  synchronous standby silent (blackholed: no reset), so Patroni must name the old primary
+  within 20 s (issue 46; the fault makes its own failover when the one before did not leave
+  that state);
 - the synchronous replica cut off (its link down), so Patroni must pick the other one;
+- the synchronous standby silent while the other replica restarts (its postmaster killed), so
+  that no healthy candidate exists: writes wait or are refused, never past the client's
+  timeout, and resume within 20 s;
 - a flaky link between the application hosts and the primary for a minute (the primary's
   relay stalls chunks up to a few hundred milliseconds and varies the delay);
 - one etcd member lost, then a second (the majority): writes stop, and must resume within
@@ -21,7 +28,10 @@ result. The faults, one after the other (``FAULTS``):
 - the primary's postmaster killed three times, then a whole node lost (Patroni and
   PostgreSQL killed, started again once a new primary is up).
 
-Afterwards the final state is read from every node, straight from PostgreSQL, and
+Each fault first waits for the state it is about (the cluster whole, etcd healthy, the
+failover's aftermath) and reads the roles it acts on from the cluster then; a state not reached
+is a harness error that names it (the fault is not run; exit status 4, where a product failure
+is 1). Afterwards the final state is read from every node, straight from PostgreSQL, and
 deploy/history_check.py checks the history against it.
 
 **Cost**: wrk (scripts/bench_mcp.lua) through the load balancer per tool, with two application
@@ -61,6 +71,8 @@ PAUSE = 0.02  # between one client's calls
 RETRY_PAUSE = 0.1
 RETRY_LIMIT = 240.0  # a write is retried for at most this long
 WAIT_LIMIT = 120.0  # for the cluster to become whole again
+SYNC_GAP_LIMIT = 20.0  # the synchronous-standby faults: writes acknowledged again within this
+HARNESS_ERROR = 4  # the exit status when a fault's precondition was not reached (a product failure: 1)
 LOAD_BETWEEN = 4.0
 REFUSED = ("unavailable", "503")
 WRITERS, RACERS, READERS = 4, 3, 2
@@ -115,6 +127,11 @@ class Topology:
             if recorded == name:
                 found = int(pid)
         return found
+
+    def rewinds(self, db: str) -> int:
+        """How many times ``db``'s Patroni has rewound its PostgreSQL (pg_rewind) so far."""
+        logs = [self.work / f"patroni-{db}.log", self.work / f"patroni-{db}.restarted.log"]
+        return sum(path.read_text(errors="replace").count("pg_rewind exit code=0") for path in logs if path.exists())
 
     def relay(self, host: str, request: dict) -> dict:
         import socket
@@ -421,8 +438,11 @@ class FaultRow:
     start: float = 0.0
     end: float = 0.0
     heal: float | None = None
+    gap_limit: float | None = None  # the checker's bound for this fault, if not its default
     notes: list[str] = field(default_factory=list)
-    failed: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)  # the product's failures
+    # The state the fault is about, not reached: the fault did not run (a harness error).
+    precondition: str | None = None
 
 
 class Probe:
@@ -437,23 +457,38 @@ class Probe:
         self.tokens = {"main": os.environ["NETWORK_TOKEN"], "victim": os.environ["NETWORK_VICTIM_TOKEN"]}
         self.faults: list[FaultRow] = []
         self.isolated_writes: list[str] = []  # what a direct INSERT on an isolated primary got
+        self.last_failover: tuple[str, str] | None = None  # (old primary, new primary) of the latest
+        self.rewinds_before_failover: dict[str, int] = {}  # each node's pg_rewind count before it
 
     # -- helpers ---------------------------------------------------------------------------
     def record_fault(self, row: FaultRow) -> None:
+        self.faults.append(row)
+        if row.precondition is not None:
+            log(f"{row.name}: HARNESS ERROR, not run: precondition not reached: {row.precondition}")
+            return
         record = {"op": "fault", "name": row.name, "start": row.start, "end": row.end}
         if row.heal is not None:
             record["heal"] = row.heal
+        if row.gap_limit is not None:
+            record["gap_limit"] = row.gap_limit
         self.history.add(record)
-        self.faults.append(row)
         log(f"{row.name}: {row.detail} ({row.end - row.start:.1f} s) {'; '.join(row.notes)}")
 
     def blackhole(self, host: str, targets: list[str], add: bool = True) -> None:
-        for target in targets:
-            done = self.topology.run_in(
-                host, "ip", "route", "add" if add else "del", "blackhole", self.topology.address(target)
-            )
-            if done.returncode and add:
-                raise SystemExit(f"network_probe: blackhole on {host}: {done.stderr.strip()}")
+        """Routes on ``host`` that drop its packets to ``targets``, added (or removed) by one
+        ``ip -batch``: they take effect together, not one fork apart each on a busy machine."""
+        verb = "add" if add else "del"
+        commands = "".join(f"route {verb} blackhole {self.topology.address(target)}\n" for target in targets)
+        done = subprocess.run(
+            ["ip", "-n", self.topology.hosts[host]["namespace"], "-force", "-batch", "-"],
+            input=commands,
+            capture_output=True,
+            text=True,
+            timeout=15,
+            check=False,
+        )
+        if done.returncode and add:
+            raise SystemExit(f"network_probe: blackhole on {host}: {done.stderr.strip()}")
 
     def partition(self, side: list[str], other: list[str], add: bool = True) -> None:
         """Cut (or heal) every path between the hosts of ``side`` and those of ``other``, both ways."""
@@ -461,6 +496,11 @@ class Probe:
             self.blackhole(host, other, add)
         for host in other:
             self.blackhole(host, side, add)
+
+    def silence(self, host: str, add: bool = True) -> None:
+        """``host`` falls silent (or speaks again): a blackhole on it for every other host, so its
+        packets are lost on the way out and its peers hear nothing, not even a reset."""
+        self.blackhole(host, [other for other in self.topology.hosts if other != host], add)
 
     def link(self, host: str, up: bool) -> None:
         done = self.topology.run_in(host, "ip", "link", "set", "eth0", "up" if up else "down")
@@ -492,11 +532,66 @@ class Probe:
             row.failed.append("no write was acknowledged afterwards")
         row.end = self.history.now()
 
+    # -- preconditions ---------------------------------------------------------------------
+    def arrange(self, row: FaultRow, what: str, reached: Callable[[], bool], limit: float = WAIT_LIMIT) -> bool:
+        """Wait up to ``limit`` for the state ``row``'s fault is about. Not reached: the fault is
+        not run, and the run ends in a harness error naming ``what`` (never a product failure:
+        the product was not put to that test)."""
+        if self.wait_for(what, reached, limit) is not None:
+            return True
+        row.precondition = f"{what} (within {limit:.0f} s)"
+        return False
+
+    def whole_now(self) -> bool:
+        state = cluster_state(self.topology)
+        return healthy(state) and streaming(self.topology, state)
+
+    def arrange_whole(self, row: FaultRow) -> bool:
+        return self.arrange(
+            row, "the cluster whole: a leader, a synchronous standby and a replica, both streaming", self.whole_now
+        )
+
+    def roles(self) -> tuple[str, str, str]:
+        """The leader, the synchronous standby and the other replica, of a whole cluster."""
+        state = cluster_state(self.topology)
+        primary = leader(state)["name"]
+        standby = next(m["name"] for m in state["members"] if m.get("role") == "sync_standby")
+        other = next(db for db in self.topology.databases if db not in (primary, standby))
+        return primary, standby, other
+
+    def just_after_failover(self) -> bool:
+        """The latest failover's new primary leads, and its old primary, rewound, streams from
+        it as the replica that is not synchronous."""
+        if self.last_failover is None or not self.whole_now():
+            return False
+        old, new = self.last_failover
+        primary, standby, _ = self.roles()
+        return primary == new and standby != old
+
+    def fail_over(self) -> tuple[str, str] | None:
+        """A failover of our own: the primary's postmaster killed (Patroni promotes the
+        synchronous standby, then rewinds the old primary and starts it as a replica)."""
+        old = leader_name(self.topology)
+        os.kill(postmaster_pid(self.topology.databases[old]["data_dir"]), signal.SIGKILL)
+        others = [db for db in self.topology.databases if db != old]
+        if (
+            self.wait_for(
+                "a new primary", lambda: any(role(self.topology, db) == "primary" for db in others), WAIT_LIMIT
+            )
+            is None
+        ):
+            return None
+        self.last_failover = (old, next(db for db in others if role(self.topology, db) == "primary"))
+        return self.last_failover
+
     # -- the faults ------------------------------------------------------------------------
     def primary_partitioned(self) -> FaultRow:
         row = FaultRow("primary partitioned")
+        if not self.arrange_whole(row):
+            return row
         old = leader_name(self.topology)
         others = [db for db in self.topology.databases if db != old]
+        self.rewinds_before_failover = {db: self.topology.rewinds(db) for db in self.topology.databases}
         row.start = self.history.now()
         self.partition([old], others)
         writer = threading.Thread(target=self.write_on_isolated_primary, args=(old,), daemon=True)
@@ -526,6 +621,8 @@ class Probe:
             row.notes.append(f"{new} primary after {promoted - row.start:.1f} s")
         if demoted is None or promoted is None or demoted > promoted:
             row.failed.append("the old primary did not step down before a new one was promoted")
+        if new != "?":
+            self.last_failover = (old, new)
         row.notes.append(f"a direct INSERT on the isolated {old}: {', '.join(self.isolated_writes) or 'none'}")
         if any(outcome.startswith("committed") for outcome in self.isolated_writes):
             row.failed.append("the isolated old primary acknowledged a write")
@@ -551,6 +648,8 @@ class Probe:
         connections simply stop answering, as on a network that drops them. (A blackhole on
         app1 itself would fail its sends at once, which no real network does.)"""
         row = FaultRow("application host cut off", "the answers of db1-db3 to app1 lost")
+        if not self.arrange_whole(row):
+            return row
         dbs = list(self.topology.databases)
         row.start = self.history.now()
         for db in dbs:
@@ -571,30 +670,94 @@ class Probe:
         return row
 
     def sync_replica_cut_off(self) -> FaultRow:
-        row = FaultRow("synchronous replica cut off")
-        standby = sync_standby(self.topology)
-        old_leader = leader_name(self.topology)
-        if standby is None:
-            row.failed.append("no synchronous standby to cut off")
+        """The synchronous standby's link down: Patroni must name the other replica."""
+        row = FaultRow("synchronous replica cut off", gap_limit=SYNC_GAP_LIMIT)
+        if not self.arrange_whole(row):
             return row
+        _, standby, other = self.roles()
         row.start = self.history.now()
         self.link(standby, up=False)
-        other = next(db for db in self.topology.databases if db not in (standby, old_leader))
-        switched = self.wait_for(f"{other} as synchronous standby", lambda: sync_standby(self.topology) == other, 60)
+        self.expect_synchronous(row, other)
         row.detail = f"{standby} cut off; {other} synchronous"
-        if switched is None:
-            row.failed.append(f"{other} never became the synchronous standby")
-        else:
-            row.notes.append(f"{other} synchronous after {switched - row.start:.1f} s")
-        while self.history.now() < row.start + 20:
-            time.sleep(0.2)
+        self.hold(row, 20)
         self.link(standby, up=True)
         self.settle(row)
         return row
 
+    def sync_silent_after_failover(self) -> FaultRow:
+        """The case of issue 46: just after a failover, with the old primary rewound and streaming
+        again, the synchronous standby's link goes silent (a blackhole: no reset, nothing). The
+        primary's commits wait for that standby until its walsender gives up on it
+        (wal_sender_timeout); then Patroni must name the old primary, which streams."""
+        row = FaultRow("synchronous standby silent after a failover", gap_limit=SYNC_GAP_LIMIT)
+        left = self.last_failover is not None and self.wait_for(
+            "the state the latest failover left", self.just_after_failover, 30
+        )
+        if left:
+            row.notes.append("the failover of the fault before")
+        else:
+            self.rewinds_before_failover = {db: self.topology.rewinds(db) for db in self.topology.databases}
+            if not self.arrange_whole(row):
+                return row
+            if self.fail_over() is None:
+                row.precondition = "a failover (the primary's postmaster killed): no new primary"
+                return row
+            if not self.arrange(
+                row,
+                "just after a failover: the old primary streaming again, another node synchronous",
+                self.just_after_failover,
+            ):
+                return row
+            row.notes.append("a failover made for it")
+        old = self.last_failover[0]
+        rewound = self.topology.rewinds(old) > self.rewinds_before_failover.get(old, 0)
+        row.notes.append(f"{old} rewound (pg_rewind) before it streamed again: {'yes' if rewound else 'no'}")
+        primary, standby, rejoined = self.roles()
+        row.detail = f"{self.last_failover[0]} -> {primary}; {standby} silent; {rejoined} (the old primary) synchronous"
+        row.start = self.history.now()
+        self.silence(standby)
+        self.expect_synchronous(row, rejoined)
+        self.hold(row, 20)
+        self.silence(standby, add=False)
+        self.settle(row)
+        return row
+
+    def sync_silent_no_candidate(self) -> FaultRow:
+        """The twin: the synchronous standby's link goes silent while the other replica is
+        restarting (its postmaster killed a moment before) and catching up, so that no healthy
+        candidate exists. Writes must wait or be refused, never hang past the client's timeout,
+        and resume once the replica streams; nothing acknowledged is lost."""
+        row = FaultRow("synchronous standby silent, no candidate", gap_limit=SYNC_GAP_LIMIT)
+        if not self.arrange_whole(row):
+            return row
+        _, standby, other = self.roles()
+        row.detail = f"{standby} silent while {other} restarts; {other} synchronous once it streams"
+        row.start = self.history.now()
+        os.kill(postmaster_pid(self.topology.databases[other]["data_dir"]), signal.SIGKILL)
+        self.silence(standby)
+        self.expect_synchronous(row, other)
+        self.hold(row, 20)
+        self.silence(standby, add=False)
+        self.settle(row)
+        return row
+
+    def expect_synchronous(self, row: FaultRow, db: str) -> None:
+        switched = self.wait_for(f"{db} as synchronous standby", lambda: sync_standby(self.topology) == db, 60)
+        if switched is None:
+            row.failed.append(f"{db} never became the synchronous standby")
+        else:
+            row.notes.append(f"{db} synchronous after {switched - row.start:.1f} s")
+
+    def hold(self, row: FaultRow, seconds: float) -> None:
+        while self.history.now() < row.start + seconds:
+            time.sleep(0.2)
+
     def flaky_link(self, seconds: float = 60.0) -> FaultRow:
+        row = FaultRow("flaky link")
+        if not self.arrange_whole(row):
+            return row
         primary = leader_name(self.topology)
-        row = FaultRow("flaky link", f"app hosts <-> {primary}, {seconds:.0f} s")
+        row.detail = f"app hosts <-> {primary}, {seconds:.0f} s"
         apps = [self.topology.address("app1"), self.topology.address("app2")]
         delay = self.topology.data["delay_ms"]
         rule = {"port": 5432, "peers": apps, "delay_ms": delay, "jitter_ms": 3.0, "stall_probability": 0.03}
@@ -609,16 +772,21 @@ class Probe:
         return row
 
     def etcd_lost(self) -> list[FaultRow]:
+        one = FaultRow("etcd member lost")
+        majority = FaultRow("etcd majority lost")
+        if not (self.arrange_whole(one) and self.arrange(one, "etcd's three members healthy", self.etcd_healthy)):
+            majority.precondition = one.precondition
+            return [one, majority]
         primary = leader_name(self.topology)
         replicas = [db for db in self.topology.databases if db != primary]
         first, second = replicas[0], replicas[1]
-        one = FaultRow("etcd member lost", f"etcd on {first} killed")
+        one.detail = f"etcd on {first} killed"
         one.start = self.history.now()
         self.kill_etcd(first)
         while self.history.now() < one.start + 10:
             time.sleep(0.2)
         one.end = self.history.now()
-        majority = FaultRow("etcd majority lost", f"etcd on {second} killed too, started again after 20 s")
+        majority.detail = f"etcd on {second} killed too, started again after 20 s"
         majority.start = one.end
         self.kill_etcd(second)
         while self.history.now() < majority.start + 20:
@@ -636,6 +804,13 @@ class Probe:
         self.settle(majority)
         return [one, majority]
 
+    def etcd_healthy(self) -> bool:
+        for db in self.topology.databases:
+            answer = get_json(f"http://{self.topology.address(db)}:2379/health")
+            if not answer or answer.get("health") != "true":
+                return False
+        return True
+
     def kill_etcd(self, db: str) -> None:
         pid = self.topology.pid(f"etcd-{db}")
         os.kill(pid, signal.SIGKILL)
@@ -644,22 +819,27 @@ class Probe:
         self.topology.start_in(db, f"etcd-{db}", self.topology.databases[db]["etcd_argv"])
 
     def postmaster_killed(self, number: int) -> FaultRow:
+        row = FaultRow(f"postmaster killed #{number}")
+        if not self.arrange_whole(row):
+            return row
         old = leader_name(self.topology)
         pid = postmaster_pid(self.topology.databases[old]["data_dir"])
-        row = FaultRow(f"postmaster killed #{number}")
         row.start = self.history.now()
         os.kill(pid, signal.SIGKILL)
         self.settle(row)
         row.detail = f"{old} -> {leader_name(self.topology)}"
+        self.last_failover = (old, leader_name(self.topology))
         return row
 
     def node_lost(self) -> FaultRow:
+        row = FaultRow("node lost")
+        if not self.arrange_whole(row):
+            return row
         old = leader_name(self.topology)
         patroni, postmaster = (
             self.topology.pid(f"patroni-{old}"),
             postmaster_pid(self.topology.databases[old]["data_dir"]),
         )
-        row = FaultRow("node lost")
         row.start = self.history.now()
         os.kill(patroni, signal.SIGKILL)
         os.kill(postmaster, signal.SIGKILL)
@@ -668,6 +848,7 @@ class Probe:
         self.topology.start_in(old, f"patroni-{old}", self.topology.databases[old]["patroni_argv"])
         self.settle(row)
         row.detail = f"{old} -> {leader_name(self.topology)} (Patroni and PostgreSQL killed)"
+        self.last_failover = (old, leader_name(self.topology))
         return row
 
     def revoke(self) -> None:
@@ -727,9 +908,11 @@ class Probe:
 
         steps: list[Callable[[], FaultRow | list[FaultRow]]] = [
             self.primary_partitioned,
+            self.sync_silent_after_failover,
             self.app_host_cut_off,
             self.revoke,
             self.sync_replica_cut_off,
+            self.sync_silent_no_candidate,
             self.flaky_link,
             self.etcd_lost,
             lambda: self.postmaster_killed(1),
@@ -765,7 +948,11 @@ class Probe:
         )
         print("| --- | --- | --- | --- | --- | --- |")
         rows = {row["name"]: row for row in report.faults}
+        harness_errors = [fault for fault in self.faults if fault.precondition is not None]
         for fault in self.faults:
+            if fault.precondition is not None:
+                print(f"| {fault.name} | not run | | | | HARNESS ERROR: precondition not reached |")
+                continue
             row = rows[fault.name]
             answers = Counter()
             for kind, count in row["answers"].items():
@@ -773,6 +960,8 @@ class Probe:
                 answers[answer if answer in ("ok", "conflict", "unavailable", "503", "401") else "other"] += count
             violated = report.violated_between(fault.start, fault.end)
             longest = f"{row['longest_without_ack']:.1f} s"
+            if fault.gap_limit is not None:
+                longest += f" (limit {fault.gap_limit:.0f} s)"
             if "resumed_after_heal" in row:
                 resumed = row["resumed_after_heal"]
                 longest += f" (resumed {resumed:.1f} s after the heal)" if resumed is not None else " (never resumed)"
@@ -797,9 +986,19 @@ class Probe:
             failed.append("the load balancer's /healthz is not 200 at the end")
         for reason in failed:
             print(f"FAIL  {reason}")
+        # A precondition not reached is the harness's failure, not the product's: told apart in
+        # the report and in the exit status (1: the product failed; HARNESS_ERROR: only that).
+        for fault in harness_errors:
+            print(f"HARNESS ERROR  {fault.name}: not run, precondition not reached: {fault.precondition}")
         ok = report.ok and not failed
-        print(f"\nnetwork_probe: faults {'passed' if ok else 'FAILED'}")
-        return 0 if ok else 1
+        if not ok:
+            print("\nnetwork_probe: faults FAILED")
+            return 1
+        if harness_errors:
+            print(f"\nnetwork_probe: harness error: {len(harness_errors)} fault(s) not run")
+            return HARNESS_ERROR
+        print("\nnetwork_probe: faults passed")
+        return 0
 
 
 # ------------------------------------------------------------ final state ---
@@ -1064,12 +1263,13 @@ def main() -> int:
     args = parser.parse_args()
     topology = Topology(args.topology)
     log(f"seed {args.seed}; delay {topology.data['delay_ms']} ms each way on every path")
-    rc = 0
+    codes = []
     if args.mode in ("all", "cost"):
-        rc |= Cost(topology, args.cost_seconds, args.cost_rounds, (1, 8)).run()
+        codes.append(Cost(topology, args.cost_seconds, args.cost_rounds, (1, 8)).run())
     if args.mode in ("all", "faults"):
-        rc |= Probe(topology, args.seed).faults_run()
-    return rc
+        codes.append(Probe(topology, args.seed).faults_run())
+    # A product failure (1) outranks a harness error (HARNESS_ERROR).
+    return 1 if 1 in codes else max(codes)
 
 
 if __name__ == "__main__":

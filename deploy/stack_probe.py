@@ -209,7 +209,7 @@ def shared_revocation(workers: list[str], user, token: str) -> dict:
 
     before = statuses()
     started = time.perf_counter()
-    revoke_tokens(user=user)
+    revoke_tokens(user=user, by="operator")
     after = statuses()
     return {"before": before, "after": after, "after_ms": (time.perf_counter() - started) * 1000}
 

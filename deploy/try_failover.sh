@@ -13,8 +13,8 @@
 # Patroni and postmaster killed; started again once a new primary is up), then does one
 # planned switchover (patronictl), and checks: no acknowledged write lost, no duplicate from a
 # retried save, only success / unavailable / 503 as answers, /healthz 503 during each gap
-# and 200 after, the workers never restarted. It installs what it needs (apt: patroni,
-# etcd-server, postgresql-15; the project's .venv) and stops everything it started, by
+# and 200 after, the workers never restarted. It installs what it needs (apt: etcd-server,
+# postgresql-15; the project's .venv; Patroni, pinned, into var/patroni: deploy/patroni/install.sh) and stops everything it started, by
 # process id. Ports: FAILOVER_PORT_BASE (default 21000) + 101..103 PostgreSQL,
 # + 201..203 Patroni REST, + 301/302 etcd, + 401/402 workers.
 set -euo pipefail
@@ -28,9 +28,9 @@ log() { printf 'try_failover: %s\n' "$*" >&2; }
 
 # ------------------------------------------------------------------ install ---
 need=()
-command -v patroni >/dev/null 2>&1 || need+=(patroni)
 command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
 [[ -x "$PGBIN/postgres" ]] || need+=(postgresql-15)
+/usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || need+=(python3-venv) # Patroni's (install.sh)
 if ((${#need[@]})); then
     [[ $(id -u) == 0 ]] || { log "need root to apt-get install ${need[*]}"; exit 3; }
     # The Debian packages would start a default cluster and etcd of their own; this run
@@ -41,12 +41,14 @@ if ((${#need[@]})); then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends "${need[@]}" </dev/null >/dev/null
-    # Debian starts the etcd and patroni services it installs; this run needs neither.
-    for unit in etcd patroni; do
+    # Debian starts the etcd service it installs; this run does not need it.
+    for unit in etcd; do
         command -v systemctl >/dev/null 2>&1 && systemctl disable --now "$unit" >/dev/null 2>&1 || true
     done
 fi
 bash "$ROOT/scripts/bootstrap.sh"
+PATRONI_DIR="$ROOT/var/patroni"
+bash "$ROOT/deploy/patroni/install.sh" "$PATRONI_DIR"
 
 if [[ $(id -u) == 0 ]]; then
     id -u "$PG_OS_USER" >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin "$PG_OS_USER"
@@ -147,6 +149,7 @@ for i in 1 2 3; do
         -e "s#@SUPERUSER_PASSWORD@#$SUPERUSER_PASSWORD#g" -e "s#@REPLICATION_PASSWORD@#$REPLICATION_PASSWORD#g" \
         -e "s#@REWIND_PASSWORD@#$REWIND_PASSWORD#g" \
         "$ROOT/deploy/patroni/patroni.yml.in" >"$node/patroni.yml"
+    cp "$ROOT/deploy/patroni/pg_service.conf" "$node/pg_service.conf"
     chown -R "$PG_OS_USER": "$node"
     chmod 700 "$node"
 done
@@ -158,7 +161,8 @@ done
 
 log "3 Patroni nodes: PostgreSQL on 127.0.0.1:$((BASE + 101))-$((BASE + 103)), REST on :$((BASE + 201))-$((BASE + 203))"
 for i in 1 2 3; do
-    start_as_pg "node$i/patroni" patroni "$WORK/node$i/patroni.yml"
+    start_as_pg "node$i/patroni" env PGSERVICEFILE="$WORK/node$i/pg_service.conf" PGSERVICE=agent-codex-node \
+        "$PATRONI_DIR/bin/patroni" "$WORK/node$i/patroni.yml"
     NODE_PIDS+=($!)
     # The first node bootstraps the cluster; the others copy it, so start them after.
     if [[ $i == 1 ]]; then
@@ -170,7 +174,7 @@ for i in 1 2 3; do
     fi
 done
 
-PATRONICTL=(patronictl -c "$WORK/node1/patroni.yml")
+PATRONICTL=("$PATRONI_DIR/bin/patronictl" -c "$WORK/node1/patroni.yml")
 log "waiting for a leader and two streaming replicas, one of them synchronous"
 for attempt in $(seq 1 300); do
     if "$PY" "$ROOT/deploy/failover_probe.py" --cluster-ready \
@@ -220,7 +224,7 @@ FAILOVER_TOKEN="$TOKEN" "$PY" "$ROOT/deploy/failover_probe.py" \
     --worker "http://127.0.0.1:$W1" --worker "http://127.0.0.1:$W2" \
     --worker-pids "${WORKER_PIDS[0]},${WORKER_PIDS[1]}" \
     --patronictl "${PATRONICTL[*]}" \
-    --restart-node "${AS_PG[*]} patroni $WORK/{name}/patroni.yml" \
+    --restart-node "${AS_PG[*]} env PGSERVICEFILE=$WORK/{name}/pg_service.conf PGSERVICE=agent-codex-node $PATRONI_DIR/bin/patroni $WORK/{name}/patroni.yml" \
     "${nodes[@]}" || rc=$?
 if ((rc)); then
     grep -h -E "ERROR|Traceback" "$WORK"/worker-*.log | sort | uniq -c | sort -rn | head -20 >&2 || true

@@ -7,7 +7,7 @@
 #                                                            (2 uvicorn workers each)
 #        ──> db1 198.18.36.31, db2 .32, db3 .33 (each: PostgreSQL 15 under Patroni, an etcd member)
 #
-#   bash deploy/try_network.sh             # faults, checker and network cost (about 10 minutes)
+#   bash deploy/try_network.sh             # faults, checker and network cost (11 to 13 minutes)
 #   bash deploy/try_network.sh --faults    # only the faults and the checker
 #   bash deploy/try_network.sh --cost      # only the network cost
 #   bash deploy/try_network.sh --clean     # remove what a killed run left (its namespaces)
@@ -24,8 +24,8 @@
 # (a host cut off) inside a namespace. deploy/network_probe.py drives the load and the faults
 # from the client host and deploy/history_check.py checks what it recorded.
 #
-# It installs what it needs (apt: patroni, etcd-server, etcd-client, postgresql-15, nginx, wrk,
-# openssl, iproute2; the project's .venv), and stops everything it started by process id (also
+# It installs what it needs (apt: etcd-server, etcd-client, postgresql-15, nginx, wrk, openssl,
+# iproute2; the project's .venv; Patroni, pinned, into var/patroni: deploy/patroni/install.sh), and stops everything it started by process id (also
 # on Ctrl-C), then removes its namespaces and bridge. Logs stay in the work directory when a
 # check failed (or with NETWORK_KEEP=1).
 set -euo pipefail
@@ -93,10 +93,10 @@ fi
 
 # ------------------------------------------------------------------ install ---
 need=()
-command -v patroni >/dev/null 2>&1 || need+=(patroni)
 command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
 command -v etcdctl >/dev/null 2>&1 || need+=(etcd-client)
 [[ -x "$PGBIN/postgres" ]] || need+=(postgresql-15)
+/usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || need+=(python3-venv) # Patroni's (install.sh)
 command -v nginx >/dev/null 2>&1 || need+=(nginx)
 command -v wrk >/dev/null 2>&1 || need+=(wrk)
 command -v openssl >/dev/null 2>&1 || need+=(openssl)
@@ -110,11 +110,13 @@ if ((${#need[@]})); then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends "${need[@]}" </dev/null >/dev/null
-    for unit in etcd patroni nginx; do
+    for unit in etcd nginx; do
         command -v systemctl >/dev/null 2>&1 && systemctl disable --now "$unit" >/dev/null 2>&1 || true
     done
 fi
 bash "$ROOT/scripts/bootstrap.sh"
+PATRONI_DIR="$ROOT/var/patroni"
+bash "$ROOT/deploy/patroni/install.sh" "$PATRONI_DIR"
 id -u postgres >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin postgres
 ip netns add "$PREFIX-check" && ip netns del "$PREFIX-check" || { log "ip netns add does not work here"; exit 3; }
 # etcd 3.4 refuses to start on architectures other than amd64 and arm64 unless told to.
@@ -226,7 +228,11 @@ for db in db1 db2 db3; do
     chown postgres: "$WORK/$db" "$WORK/$db/etcd"
     chmod 700 "$WORK/$db/etcd"
     # The command is kept beside it: the probe starts a killed member again with it.
-    printf '%s\n' etcd --name "$db" --data-dir "$WORK/$db/etcd" \
+    # --pre-vote: a member cut off by a partition keeps asking for votes; without a pre-vote
+    # each try raises its term, and when the partition heals that higher term makes the
+    # majority's leader step down: a few seconds with no etcd leader, in which the new
+    # primary's Patroni cannot renew its lock and demotes it (a second failover, seen here).
+    printf '%s\n' etcd --name "$db" --data-dir "$WORK/$db/etcd" --pre-vote \
         --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls "http://${ADDR[$db]}:2379" \
         --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls "http://${ADDR[$db]}:2380" \
         --initial-cluster "$INITIAL_CLUSTER" --initial-cluster-state new --initial-cluster-token agent-codex-36 \
@@ -250,13 +256,15 @@ for db in db1 db2 db3; do
         -e "s#@SUPERUSER_PASSWORD@#$SUPERUSER_PASSWORD#g" -e "s#@REPLICATION_PASSWORD@#$REPLICATION_PASSWORD#g" \
         -e "s#@REWIND_PASSWORD@#$REWIND_PASSWORD#g" \
         "$ROOT/deploy/patroni/patroni.yml.in" >"$node/patroni.yml"
+    cp "$ROOT/deploy/patroni/pg_service.conf" "$node/pg_service.conf"
     chown -R postgres: "$node"
     chmod 700 "$node"
 done
 patroni_api() { in_ns client "$PY" -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' "$1"; }
 log "Patroni: db1 bootstraps, then db2 and db3 copy it"
 for db in db1 db2 db3; do
-    start "patroni-$db" "$db" --as-postgres env HOME="$WORK/$db" patroni "$WORK/$db/patroni.yml"
+    start "patroni-$db" "$db" --as-postgres env HOME="$WORK/$db" PGSERVICEFILE="$WORK/$db/pg_service.conf" \
+        PGSERVICE=agent-codex-node "$PATRONI_DIR/bin/patroni" "$WORK/$db/patroni.yml"
     if [[ $db == db1 ]]; then
         wait_for "db1 to bootstrap" 120 patroni_api "http://$NET.31:8008/primary"
     fi
@@ -264,7 +272,7 @@ done
 wait_for "a leader and two streaming replicas, one synchronous" 180 \
     in_ns client "$PY" "$ROOT/deploy/failover_probe.py" --cluster-ready \
     --patroni "http://$NET.31:8008" --patroni "http://$NET.32:8008" --patroni "http://$NET.33:8008"
-in_ns client patronictl -c "$WORK/db1/patroni.yml" list
+in_ns client "$PATRONI_DIR/bin/patronictl" -c "$WORK/db1/patroni.yml" list
 
 LEADER=$(in_ns client "$PY" -c '
 import json, sys, urllib.request
@@ -398,7 +406,8 @@ for db in ("db1", "db2", "db3"):
     databases[db] = {
         "data_dir": f"{work}/{db}/data",
         "patroni": f"http://{hosts[db]['address']}:8008",
-        "patroni_argv": ["env", f"HOME={work}/{db}", "patroni", f"{work}/{db}/patroni.yml"],
+        "patroni_argv": ["env", f"HOME={work}/{db}", f"PGSERVICEFILE={work}/{db}/pg_service.conf",
+                         "PGSERVICE=agent-codex-node", "$PATRONI_DIR/bin/patroni", f"{work}/{db}/patroni.yml"],
         "etcd_argv": open(f"{work}/{db}/etcd.argv").read().split("\n")[:-1],
     }
 json.dump({
@@ -407,7 +416,7 @@ json.dump({
     "lb": f"https://{net}.11", "lb_one_host": f"https://{net}.11:444", "cert": f"{work}/lb/cert.pem",
     "workers": [f"http://{hosts[a]['address']}:{p}" for a in ("app1", "app2") for p in (8001, 8002)],
     "superuser_password": "$SUPERUSER_PASSWORD",
-    "patronictl": ["patronictl", "-c", f"{work}/db1/patroni.yml"],
+    "patronictl": ["$PATRONI_DIR/bin/patronictl", "-c", f"{work}/db1/patroni.yml"],
     "manage": {app: ["ip", "netns", "exec", hosts[app]["namespace"], "bash", f"{work}/{app}/manage.sh"] for app in ("app1", "app2")},
     "pids": f"{work}/pids",
     "lua": "$ROOT/scripts/bench_mcp.lua",

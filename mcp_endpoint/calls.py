@@ -1,6 +1,8 @@
 """What the log says of a tool call: the tool, its outcome (``ok`` or the contract's error
-code), its duration, the codex, the JSON-RPC request id and the trace id. Never an argument:
-those carry note content, titles and tags.
+code), its duration, the codex, the person (``user_id``), the application (``client_id``), the
+entry (``entry_id``: the one a get or an update named, the one a save made), the JSON-RPC
+request id and the trace id: the audit log's line of the call (``common.audit``). Never an
+argument's content: those carry note content, titles and tags.
 
 The fields go on the request's access line (``common.access_log``), so that a call is one
 line with its HTTP status; a call without one (no access-log middleware in front, or a
@@ -25,13 +27,17 @@ INT64_MIN, UINT64_MAX = -(2**63), 2**64 - 1
 
 @dataclass(slots=True)
 class ToolCall:
-    """What the call's line says. The tool handler makes it; the token check, which is the
-    first to know the codex, fills in ``codex_id`` (both in ``mcp_endpoint.server``)."""
+    """What the call's line says. The tool handler makes it; the service's step, which is the
+    first to know the grant, fills in ``codex_id``, ``user_id``, ``client_id`` and ``entry_id``
+    (both in ``mcp_endpoint.server``). A call refused before then names none of them."""
 
     tool: str
     request_id: str | int | None = None
     codex_id: int | None = None
     line: ToolCallLine | None = None
+    user_id: int | None = None
+    client_id: str | None = None
+    entry_id: str | None = None
 
     def log(self, outcome: str, seconds: float) -> None:
         if self.line is None and not logger.isEnabledFor(logging.INFO):
@@ -49,17 +55,23 @@ class ToolCall:
             "outcome": outcome,
             "duration_ms": duration_ms,
             "codex_id": self.codex_id,
+            "user_id": self.user_id,
+            "client_id": self.client_id,
+            "entry_id": self.entry_id,
             "request_id": request_id,
             "trace_id": trace_id,
         }
         if self.line is not None and self.line.add(fields):
             return
         logger.info(
-            "tool call %s %s in %.1f ms (codex %s, request %s, trace %s)",
+            "tool call %s %s in %.1f ms (codex %s, person %s, client %s, entry %s, request %s, trace %s)",
             self.tool,
             outcome,
             duration_ms,
             self.codex_id,
+            self.user_id,
+            self.client_id,
+            self.entry_id,
             request_id,
             trace_id,
             extra=fields,

@@ -5,7 +5,6 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import mcp_types as types
@@ -15,10 +14,9 @@ from pydantic import BaseModel
 
 import codex_metrics
 from common.outage import log_database_unavailable
-from mcp_endpoint.auth import REFUSAL_META
 from mcp_endpoint.boundary import run_sync
 from mcp_endpoint.calls import ToolCall
-from notebook.exceptions import Internal, NotebookError, PermissionDenied, Unauthenticated, Unavailable
+from notebook.exceptions import Internal, NotebookError, Unavailable
 
 logger = logging.getLogger(__name__)
 
@@ -65,31 +63,9 @@ def error_result(error: NotebookError) -> dict[str, Any]:
     return text_result({"error": {"code": error.code, "message": error.message}}, is_error=True)
 
 
-@dataclass(frozen=True)
-class Refusal:
-    """The token check refused a single tool call that the HTTP guard left to the handler:
-    the guard answers with this HTTP status (401, 403 or 503) instead of the tool result."""
-
-    status: int
-    description: str
-    missing: tuple[str, ...] = ()  # scopes the token lacks (403)
-
-
-_REFUSED_AS = {401: Unauthenticated, 403: PermissionDenied, 503: Unavailable}
-
-
-def refusal_result(refusal: Refusal) -> dict[str, Any]:
-    """A notebook error result (what a client would see, were it ever let through) that
-    carries the refusal in its ``_meta`` for the guard (``mcp_endpoint.auth.REFUSAL_META``)."""
-    result = error_result(_REFUSED_AS[refusal.status](refusal.description))
-    mark = {"status": refusal.status, "description": refusal.description, "missing": list(refusal.missing)}
-    result["_meta"] = {REFUSAL_META: mark}
-    return result
-
-
 async def run_tool(
     name: str,
-    work: Callable[[], dict[str, Any] | Refusal],
+    work: Callable[[], dict[str, Any]],
     call: ToolCall | None = None,
     *,
     structured: bool = True,
@@ -112,10 +88,7 @@ async def run_tool(
         outcome = Internal.code
         result = error_result(Internal(f"Something went wrong on the server (reference {reference})"))
     else:
-        if isinstance(done, Refusal):
-            outcome, result = _REFUSED_AS[done.status].code, refusal_result(done)
-        else:
-            outcome, result = "ok", text_result(done, is_error=False, structured=structured)
+        outcome, result = "ok", text_result(done, is_error=False, structured=structured)
     codex_metrics.tool_call(name, outcome, started)
     if call is not None:
         call.log(outcome, time.perf_counter() - started)

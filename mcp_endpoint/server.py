@@ -1,12 +1,11 @@
 """The MCP server object: its identity and the handlers over the low-level SDK ``Server``.
 
 ``tools/call`` runs: tool lookup and argument-tree size (protocol errors), then one trip
-through the sync boundary where the token is checked afresh (one query; for a single call
-this is the only check, see ``mcp_endpoint.http``), the arguments are validated against the
-very schema ``tools/list`` serves (a violation is an ``invalid_argument`` result), and the
-notebook service runs in its transaction. Every failure after the protocol checks becomes a
-notebook error result; for a single call, a refused token becomes a refusal result
-(``results.refusal_result``) that the HTTP guard answers with 401/403/503.
+through the sync boundary where the request's token is checked afresh (one query,
+``auth.RequestToken``: the HTTP guard answers the request's first check, if it refuses, with
+401/403/503), the arguments are validated against the very schema ``tools/list`` serves (a
+violation is an ``invalid_argument`` result), and the notebook service runs in its
+transaction. Every failure after the protocol checks becomes a notebook error result.
 
 The jobs live beside it: ``arguments`` (protocol checks), ``boundary`` (the one
 sync/async boundary), ``results`` (error mapping and result formatting).
@@ -18,27 +17,19 @@ from typing import Any
 
 import mcp_types as types
 from django.conf import settings
-from django.db import DatabaseError
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.inbound import x_mcp_header_map
 
 import codex_metrics
 from common import access_log, tracing
-from common.outage import log_database_unavailable
 from mcp_endpoint import auth, versions
 from mcp_endpoint.arguments import check_call, schema_violation
 from mcp_endpoint.calls import ToolCall
-from mcp_endpoint.results import OUTCOMES, Refusal, run_tool
+from mcp_endpoint.results import OUTCOMES, run_tool
 from mcp_endpoint.tools import TOOLS, TOOLS_BY_NAME, Tool
 from notebook import services
-from notebook.exceptions import (
-    InvalidArgument,
-    PermissionDenied,
-    PreconditionFailed,
-    ResourceExhausted,
-    Unauthenticated,
-)
+from notebook.exceptions import InvalidArgument, ResourceExhausted, Unauthenticated
 from notebook.limits import CANDIDATES_PER_PAGE, thousands
 
 logger = logging.getLogger(__name__)
@@ -67,84 +58,22 @@ _LISTINGS = {
 }
 
 
-def _grant_for(
-    tool: Tool, needed: list[str], call: auth.TokenGrant | None, ahead: auth.ReadAhead | None
-) -> auth.TokenGrant:
-    """Check afresh (one query), with the tool's scopes (``needed``), the token of a grant the guard checked."""
-    if call is None:
-        raise Unauthenticated("This call carries no access token")
-    checksum = call.token_checksum
-    try:
-        return auth.check_token_checksum(checksum, needed, ahead)
-    except auth.TokenRejected as rejected:
-        raise Unauthenticated(rejected.description) from None
-    except auth.ScopesMissing as lacking:
-        missing = " ".join(lacking.missing)
-        raise PermissionDenied(f"The access token lacks the scope {missing} needed by {tool.name}") from None
-
-
-def _refusal(needed: list[str], checksum: str, ahead: auth.ReadAhead | None) -> Refusal | auth.TokenGrant:
-    """A single call's token check, with the tool's scopes (``needed``): the grant, or the
-    refusal the guard answers over HTTP."""
-    try:
-        return auth.check_token_checksum(checksum, needed, ahead)
-    except auth.TokenRejected as rejected:
-        return Refusal(401, rejected.description)
-    except auth.ScopesMissing as lacking:
-        return Refusal(403, f"This call needs the scope {' '.join(lacking.missing)}", tuple(lacking.missing))
-    except DatabaseError as error:
-        log_database_unavailable(logger, "token check", error)
-        return Refusal(503, "The server cannot check tokens right now; retry shortly")
-
-
-# ``_execute``'s rate-limit answer before the call is counted.
-_UNCOUNTED = object()
-
-
 def _execute(
-    name: str, arguments: dict[str, Any], call: auth.TokenGrant | str | None, record: ToolCall | None = None
-) -> dict[str, Any] | Refusal:
-    """Inside the worker thread (one hop per call): check the token afresh, then run the service.
-
-    A write whose token this process last accepted goes first to its service as it is, with
-    that grant as the precondition of the write's statement (``auth.held_grant``): that
-    statement is then the check too. Only an answer made once the statement has found the
-    precondition to hold leaves: if the token has changed since (nothing was written), or the
-    service answered before its statement, the call is checked apart as every other call is,
-    and its answer is the checked call's."""
+    name: str, arguments: dict[str, Any], token: auth.RequestToken | None, record: ToolCall | None = None
+) -> dict[str, Any]:
+    """Inside the worker thread (one hop per call): check the token afresh (a get's entry read in
+    the same statement), count the call against the token's rate limit, check the arguments
+    against the tool's schema, then run the service."""
+    if token is None:
+        raise Unauthenticated("This call carries no access token")  # no guard in front of the server
     tool = TOOLS_BY_NAME[name]  # check_call has refused unknown names
-    needed = [scope for scope in auth.ALL_SCOPES if scope in tool.scopes]
-    counted: Any = _UNCOUNTED
-    held = auth.held_grant(call, needed) if isinstance(call, str) and tool.takes_precondition() else None
-    # Only a call the check would let through to its service (arguments are judged after it).
-    if held is not None and schema_violation(name, arguments) is None:
-        counted = auth.tool_call_retry_after(call)
-        if counted is None:
-            confirmation = held.for_call()
-            try:
-                done = _serve(tool, arguments, held.grant, record, precondition=confirmation)
-            except PreconditionFailed:
-                auth.forget_held_grant(call)
-            except Exception:
-                if confirmation.confirmed:
-                    raise
-            else:
-                if confirmation.confirmed:
-                    return done
     # The tool's first read rides in the token check's statement; it is used only below,
     # once the check has passed.
     ahead = tool.read_ahead(arguments) if tool.read_ahead is not None else None
     # The token first: arguments are judged only for a caller allowed to call the tool.
     with tracing.span("codex.token_check"):
-        if isinstance(call, str):
-            checked = _refusal(needed, call, ahead)
-            if isinstance(checked, Refusal):
-                return checked
-            grant = checked
-        else:
-            grant = _grant_for(tool, needed, call, ahead)
-    retry_after = auth.tool_call_retry_after(grant.token_checksum) if counted is _UNCOUNTED else counted
-    if retry_after:
+        grant = token.grant(tool.scopes, ahead)
+    if retry_after := auth.tool_call_retry_after(grant.token_checksum):
         codex_metrics.limit_refused("tool_calls_per_minute")
         raise ResourceExhausted(
             f"This access token made more than {settings.CODEX_TOOL_CALLS_PER_MINUTE} tool calls this minute "
@@ -152,38 +81,24 @@ def _execute(
         )
     if violation := schema_violation(name, arguments):
         raise InvalidArgument(violation)
-    return _serve(tool, arguments, grant, record, ahead=ahead)
-
-
-def _serve(
-    tool: Tool,
-    arguments: dict[str, Any],
-    grant: auth.TokenGrant,
-    record: ToolCall | None,
-    *,
-    ahead: auth.ReadAhead | None = None,
-    precondition: auth.Confirmation | None = None,
-) -> dict[str, Any]:
-    """The tool's service for a caller whose grant is checked (or, with ``precondition``, is
-    to be confirmed by the service's write)."""
-    attributes = {"gen_ai.tool.name": tool.name}
-    if precondition is not None:
-        attributes["codex.token_check"] = "in the write's statement"
-    with tracing.span("codex.service", attributes):
+    with tracing.span("codex.service", {"gen_ai.tool.name": tool.name}):
         codex = services.codex_for_user(user=grant.user)
         if record is not None:
-            record.codex_id = codex.pk
+            record.codex_id, record.user_id, record.client_id = codex.pk, grant.user.pk, grant.client_id or None
+            # The entry a get or an update names (its schema has made it a UUID by now).
+            record.entry_id = arguments.get("id") if isinstance(arguments.get("id"), str) else None
         try:
-            answer = tool.adapter(codex, arguments, auth.writer_of(grant), ahead, precondition)
-        except PreconditionFailed:
-            raise  # the token changed: the call is checked apart, and noted there if it runs
-        except Exception:
-            if precondition is None or precondition.confirmed:
-                auth.note_use(grant)
-            raise
-        if precondition is None or precondition.confirmed:
+            answer = tool.adapter(codex, arguments, auth.writer_of(grant), ahead)
+        finally:
             auth.note_use(grant)
+        if record is not None and record.entry_id is None:
+            record.entry_id = _entry_id(answer)  # the entry a save made (or found again)
         return answer
+
+
+def _entry_id(answer: dict[str, Any]) -> str | None:
+    entry = answer.get("entry")
+    return entry.get("id") if isinstance(entry, dict) else None
 
 
 async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> dict[str, Any]:
@@ -193,11 +108,10 @@ async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolR
 
     request = ctx.request
     scope = request.scope if request is not None else {}
-    # The checksum of the token the HTTP guard left for us to check, or the grant it checked.
-    call = scope.get(auth.TOKEN_SCOPE_KEY) or scope.get(auth.GRANT_SCOPE_KEY)
+    token = scope.get(auth.TOKEN_SCOPE_KEY)  # the request's token, which the HTTP guard left
     record = ToolCall(name, ctx.request_id, line=access_log.line_of(scope))
     structured = versions.structured(ctx.protocol_version)
-    return await run_tool(name, lambda: _execute(name, arguments, call, record), record, structured=structured)
+    return await run_tool(name, lambda: _execute(name, arguments, token, record), record, structured=structured)
 
 
 async def list_tools(

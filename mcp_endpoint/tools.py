@@ -10,9 +10,7 @@ Each adapter is synchronous and runs inside the one sync boundary
 (``mcp_endpoint.boundary``); it turns arguments into notebook inputs and the
 notebook's answer into the tool's result object. A tool may name a read for the token
 check's statement to make ahead of it (``read_ahead``, get's entry: one round trip for the
-check and the read); its adapter is then given what was read. A write's adapter may be given
-a precondition for its service's statement to check (``takes_precondition``: the held grant
-of the call's token, ``mcp_endpoint.server``), and passes it on.
+check and the read); its adapter is then given what was read.
 """
 
 from collections.abc import Callable
@@ -43,9 +41,8 @@ from notebook.validation import (
 from notebook.writers import Writer
 
 # (the caller's codex, the tool's arguments, who the call writes as, what the token check
-# read ahead for it or None, the precondition its write's statement checks or None) -> the
-# result object.
-ToolAdapter = Callable[[Codex, dict[str, Any], Writer, Any, Any], dict[str, Any]]
+# read ahead for it or None) -> the result object.
+ToolAdapter = Callable[[Codex, dict[str, Any], Writer, Any], dict[str, Any]]
 # The tool's arguments -> a read ahead for the token check (``authserver.token_check.ReadAhead``),
 # or None: no read ahead for these arguments (the adapter judges them as ever).
 ReadAheadOf = Callable[[dict[str, Any]], Any]
@@ -60,10 +57,10 @@ SAVE_TEXT = (
 )
 
 
-def save(codex: Codex, arguments: dict[str, Any], writer: Writer, ahead: None, precondition: Any) -> dict[str, Any]:
+def save(codex: Codex, arguments: dict[str, Any], writer: Writer, ahead: None) -> dict[str, Any]:
     request_id = parse_request_id(arguments["requestId"])
     data = parse_entry_input(arguments["entry"])
-    entry = services.entry_save(codex=codex, request_id=request_id, data=data, writer=writer, precondition=precondition)
+    entry = services.entry_save(codex=codex, request_id=request_id, data=data, writer=writer)
     return {"entry": entry_dict(entry)}
 
 
@@ -83,7 +80,7 @@ def get_read_ahead(arguments: dict[str, Any]) -> selectors.EntryReadAhead | None
 
 
 def get(
-    codex: Codex, arguments: dict[str, Any], writer: Writer, ahead: selectors.EntryReadAhead | None, precondition: None
+    codex: Codex, arguments: dict[str, Any], writer: Writer, ahead: selectors.EntryReadAhead | None
 ) -> dict[str, Any]:
     # A read ahead holds the id it parsed from these arguments.
     entry_id = ahead.entry_id if ahead is not None else parse_entry_id(arguments["id"])
@@ -102,7 +99,7 @@ SEARCH_TEXT = (
 )
 
 
-def search(codex: Codex, arguments: dict[str, Any], writer: Writer, ahead: None, precondition: None) -> dict[str, Any]:
+def search(codex: Codex, arguments: dict[str, Any], writer: Writer, ahead: None) -> dict[str, Any]:
     params = parse_search_params(
         query=arguments.get("query"),
         tag=arguments.get("tag"),
@@ -122,7 +119,7 @@ UPDATE_TEXT = (
 )
 
 
-def update(codex: Codex, arguments: dict[str, Any], writer: Writer, ahead: None, precondition: Any) -> dict[str, Any]:
+def update(codex: Codex, arguments: dict[str, Any], writer: Writer, ahead: None) -> dict[str, Any]:
     entry_id = parse_entry_id(arguments["id"])
     expected = parse_expected_revision(arguments["expectedRevision"])
     data = parse_entry_input(arguments["entry"])
@@ -132,7 +129,6 @@ def update(codex: Codex, arguments: dict[str, Any], writer: Writer, ahead: None,
         expected_revision=expected,
         data=data,
         writer=writer,
-        precondition=precondition,
     )
     return {"entry": entry_dict(entry)}
 
@@ -150,12 +146,6 @@ class Tool:
     scopes: frozenset[str]
     adapter: ToolAdapter
     read_ahead: ReadAheadOf | None = None
-
-    def takes_precondition(self) -> bool:
-        """Whether the tool's service can check the call's token in its own statement
-        (``mcp_endpoint.server``): every tool that needs notes:write is a save or an update,
-        whose services take a precondition where the writes are one statement each."""
-        return WRITE in self.scopes and services.writes_take_preconditions()
 
     @property
     def description(self) -> str:

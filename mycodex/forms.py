@@ -9,7 +9,7 @@ from notebook.limits import QUERY_MAX_CHARS, RELATED_AGENT_MAX_CHARS, TAG_MAX_CH
 
 ORDER_RECENT = "recent"
 ORDER_ID = "id"
-CLEAR_PHRASE = "delete my codex"
+CLEAR_PHRASE = "delete all my notes"
 
 
 class SearchForm(forms.Form):
@@ -42,10 +42,10 @@ class ImportForm(forms.Form):
 
 
 class ClearForm(forms.Form):
-    confirmation = forms.CharField(label=f'Type "{CLEAR_PHRASE}" to confirm', strip=True)
+    confirmation = forms.CharField(label=f"Type “{CLEAR_PHRASE}” to confirm", strip=True)
 
     def clean_confirmation(self) -> str:
         value = self.cleaned_data["confirmation"]
         if value != CLEAR_PHRASE:
-            raise forms.ValidationError(f'Type exactly "{CLEAR_PHRASE}" to delete every entry.')
+            raise forms.ValidationError(f"Type exactly “{CLEAR_PHRASE}” to delete every note.")
         return value

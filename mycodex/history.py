@@ -164,7 +164,8 @@ def field_changes(older: Snapshot, newer: Snapshot) -> list[FieldChange]:
 
 def entry_history(entry: Entry) -> list[HistoryItem]:
     """Every snapshot of ``entry``, newest first, each with what changed from the one before."""
-    revisions = list(EntryRevision.objects.filter(entry=entry).order_by("revision"))
+    # By codex and entry, as every notebook statement names its codex (docs/capacity.md).
+    revisions = list(EntryRevision.objects.filter(codex_id=entry.codex_id, entry=entry).order_by("revision"))
     items = []
     for index, revision in enumerate(revisions):
         diff = field_changes(Snapshot.of(revisions[index - 1]), Snapshot.of(revision)) if index else []
@@ -174,7 +175,8 @@ def entry_history(entry: Entry) -> list[HistoryItem]:
 
 def compare(entry: Entry, older: int, newer: int) -> list[FieldChange] | None:
     """What changed between two revisions of ``entry``, or None if either does not exist."""
-    found = {r.revision: r for r in EntryRevision.objects.filter(entry=entry, revision__in=[older, newer])}
+    revisions = EntryRevision.objects.filter(codex_id=entry.codex_id, entry=entry, revision__in=[older, newer])
+    found = {revision.revision: revision for revision in revisions}
     if older not in found or newer not in found:
         return None
     return field_changes(Snapshot.of(found[older]), Snapshot.of(found[newer]))

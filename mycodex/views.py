@@ -6,20 +6,19 @@ an entry id of another codex is a 404 exactly like an id that does not exist."""
 import dataclasses
 import json
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.handlers.asgi import ASGIRequest
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.template.defaultfilters import filesizeformat
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_http_methods
 from oauth2_provider.models import get_application_model
 
@@ -37,7 +36,6 @@ PAGE_SIZE = 20
 # Filtered pages in id order gather up to this many tool pages (100 candidates each), so a
 # rare match does not leave the person clicking through empty pages.
 ID_ORDER_MAX_TOOL_PAGES = 10
-STREAM_CHUNK_CHARS = 64 * 1024
 
 
 def _codex(request: HttpRequest) -> Codex | None:
@@ -217,54 +215,21 @@ def clear_codex(request: HttpRequest) -> HttpResponse:
     form = ClearForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         deleted = services.codex_clear(codex=codex) if codex is not None else 0
-        messages.success(request, f"Deleted all {deleted} entries of your codex.")
+        messages.success(request, f"Deleted all {deleted} note{'s' if deleted != 1 else ''} in your notebook.")
         return redirect("mycodex:list")
     status = 400 if request.method == "POST" else 200
     return render(request, "mycodex/clear.html", {"form": form, "count": count, "phrase": CLEAR_PHRASE}, status=status)
 
 
-def _stream(request: HttpRequest, chunks: Iterator[str] | Iterator[bytes]) -> Iterator[bytes] | AsyncIterator[bytes]:
-    """Serve ``chunks`` as they are produced, in blocks of about 64 KiB.
-
-    Under ASGI (uvicorn) Django consumes a *sync* iterator into a list before sending it,
-    which would hold the whole export in memory; so there the blocks come from an async
-    iterator that pulls each one in the request's sync thread (where the ORM runs).
-    """
-
-    def blocks() -> Iterator[bytes]:
-        buffer: list[bytes] = []
-        size = 0
-        for chunk in chunks:
-            data = chunk.encode("utf-8") if isinstance(chunk, str) else chunk
-            buffer.append(data)
-            size += len(data)
-            if size >= STREAM_CHUNK_CHARS:
-                yield b"".join(buffer)
-                buffer, size = [], 0
-        if buffer:
-            yield b"".join(buffer)
-
-    if not isinstance(request, ASGIRequest):
-        return blocks()
-
-    sync_blocks = blocks()
-
-    async def async_blocks() -> AsyncIterator[bytes]:
-        while True:
-            block = await sync_to_async(next)(sync_blocks, None)
-            if block is None:
-                return
-            yield block
-
-    return async_blocks()
-
-
 def _download(
     request: HttpRequest, chunks: Iterator[str] | Iterator[bytes], content_type: str, suffix: str
 ) -> StreamingHttpResponse:
-    response = StreamingHttpResponse(_stream(request, chunks), content_type=content_type)
+    """An export as a download, streamed (codex_site.middleware.AsyncStreamingMiddleware sends
+    it block by block under ASGI), named for whose notebook it is and when."""
+    response = StreamingHttpResponse(chunks, content_type=content_type)
     stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
-    response["Content-Disposition"] = f'attachment; filename="codex-{request.user.get_username()}-{stamp}.{suffix}"'
+    name = f"{request.user.get_username()}-notebook-{stamp}.{suffix}"
+    response["Content-Disposition"] = content_disposition_header(True, name)
     response["Cache-Control"] = "no-store"
     return response
 

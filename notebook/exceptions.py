@@ -40,9 +40,3 @@ class Unavailable(NotebookError):
 
 class Internal(NotebookError):
     code = "internal"
-
-
-class PreconditionFailed(Exception):
-    """A write's statement found its caller's precondition false and wrote nothing
-    (``notebook.sql.preconditions.Precondition``). Not a notebook error: the caller decides what
-    it means (a call's token, to be checked afresh)."""

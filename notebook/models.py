@@ -61,7 +61,7 @@ class Entry(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     # No single-column index on the foreign keys of the notebook tables (db_index=False)
     # where a composite index or unique constraint already leads with the column: every
-    # save and update paid to maintain both (migration 0006). Here: notebook_entry_codex_id.
+    # save and update paid to maintain both (migration 0006). Here: notebook_entry_unique_per_codex.
     codex = models.ForeignKey(Codex, on_delete=models.CASCADE, related_name="entries", db_index=False)
     revision = models.PositiveIntegerField()
     title = models.CharField(max_length=TITLE_MAX_CHARS, null=True, blank=True)
@@ -83,14 +83,17 @@ class Entry(models.Model):
 
     class Meta:
         verbose_name_plural = "entries"
-        # Search walks a codex in id order; this index serves that walk.
         indexes = [
-            models.Index(fields=["codex", "id"], name="notebook_entry_codex_id"),
             # The person's pages list a codex newest first with keyset paging on
             # (updated_at, write_seq): the write order breaks a tie of one millisecond.
             models.Index(fields=["codex", "-updated_at", "-write_seq"], name="notebook_entry_codex_recent"),
         ]
         constraints = [
+            # Search walks a codex in id order; this index serves that walk. Unique, as the
+            # primary key a table distributed by codex needs is (codex_id, id) (migration 0011,
+            # docs/capacity.md): that key can then be made from this index, and the other
+            # notebook tables' foreign keys can name it.
+            models.UniqueConstraint(fields=["codex", "id"], name="notebook_entry_unique_per_codex"),
             models.CheckConstraint(condition=Q(revision__gte=1), name="notebook_entry_revision_positive"),
             models.CheckConstraint(
                 condition=Q(content_bytes__gte=1, content_bytes__lte=CONTENT_MAX_BYTES),
@@ -114,8 +117,8 @@ class EntryRevision(models.Model):
     """A full snapshot of an entry as it was at one revision (for operators)."""
 
     # The entry's codex, denormalized like EntryTag's: every notebook table carries
-    # codex_id, so the tables can be distributed by codex (docs/deploy.md).
-    # Indexed by notebook_entryrevision_writer (codex, ...) and the unique (entry, revision).
+    # codex_id, so the tables can be distributed by codex (docs/capacity.md).
+    # Indexed by notebook_entryrevision_writer (codex, ...) and the unique (entry, revision, codex).
     codex = models.ForeignKey(Codex, on_delete=models.CASCADE, related_name="+", db_index=False)
     entry = models.ForeignKey(Entry, on_delete=models.CASCADE, related_name="revisions", db_index=False)
     revision = models.PositiveIntegerField()
@@ -145,7 +148,11 @@ class EntryRevision(models.Model):
             models.Index(fields=["codex", "writer_client_id", "entry"], name="notebook_entryrevision_writer"),
         ]
         constraints = [
-            models.UniqueConstraint(fields=["entry", "revision"], name="notebook_entryrevision_unique_per_entry"),
+            # The codex last: a table distributed by codex needs it in every unique key, and
+            # lookups by entry alone (Django's cascades, the admin) keep this index.
+            models.UniqueConstraint(
+                fields=["entry", "revision", "codex"], name="notebook_entryrevision_unique_per_entry"
+            ),
             models.CheckConstraint(condition=Q(revision__gte=1), name="notebook_entryrevision_revision_positive"),
             models.CheckConstraint(condition=Q(writer_kind__in=KINDS), name="notebook_entryrevision_writer_kind_known"),
             models.CheckConstraint(
@@ -168,7 +175,7 @@ class EntryTag(models.Model):
     """An exact index of one entry's tags, so a tag filter narrows candidates
     in the database. The entry's ``tags`` list stays the source of truth."""
 
-    # Indexed by notebook_entrytag_lookup (codex, ...) and the unique (entry, value).
+    # Indexed by notebook_entrytag_lookup (codex, ...) and the unique (entry, value, codex).
     codex = models.ForeignKey(Codex, on_delete=models.CASCADE, related_name="+", db_index=False)
     entry = models.ForeignKey(Entry, on_delete=models.CASCADE, related_name="tag_rows", db_index=False)
     value = models.CharField(max_length=TAG_MAX_CHARS)
@@ -176,7 +183,8 @@ class EntryTag(models.Model):
     class Meta:
         indexes = [models.Index(fields=["codex", "value", "entry"], name="notebook_entrytag_lookup")]
         constraints = [
-            models.UniqueConstraint(fields=["entry", "value"], name="notebook_entrytag_unique_per_entry"),
+            # With the codex, last, as the revisions' (EntryRevision).
+            models.UniqueConstraint(fields=["entry", "value", "codex"], name="notebook_entrytag_unique_per_entry"),
             models.CheckConstraint(condition=~Q(value=""), name="notebook_entrytag_not_empty"),
         ]
 
@@ -184,7 +192,7 @@ class EntryTag(models.Model):
 class EntryRelatedAgent(models.Model):
     """An exact index of one entry's related agent ids (see ``EntryTag``)."""
 
-    # Indexed by notebook_entryagent_lookup (codex, ...) and the unique (entry, value).
+    # Indexed by notebook_entryagent_lookup (codex, ...) and the unique (entry, value, codex).
     codex = models.ForeignKey(Codex, on_delete=models.CASCADE, related_name="+", db_index=False)
     entry = models.ForeignKey(Entry, on_delete=models.CASCADE, related_name="related_agent_rows", db_index=False)
     value = models.CharField(max_length=RELATED_AGENT_MAX_CHARS)
@@ -192,7 +200,8 @@ class EntryRelatedAgent(models.Model):
     class Meta:
         indexes = [models.Index(fields=["codex", "value", "entry"], name="notebook_entryagent_lookup")]
         constraints = [
-            models.UniqueConstraint(fields=["entry", "value"], name="notebook_entryagent_unique_per_entry"),
+            # With the codex, last, as the revisions' (EntryRevision).
+            models.UniqueConstraint(fields=["entry", "value", "codex"], name="notebook_entryagent_unique_per_entry"),
             models.CheckConstraint(condition=~Q(value=""), name="notebook_entryagent_not_empty"),
         ]
 

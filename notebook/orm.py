@@ -118,9 +118,9 @@ def candidates(
         found = found.filter(Exists(revisions.filter(codex_id=codex_id, entry=OuterRef("pk"))))
     if sqlite_trigram and after is not None:
         bound = Entry._meta.pk.get_db_prep_value(after, connection)
-        found = found.filter(id__in=RawSQL(SQLITE_TRIGRAM_MATCH_AFTER, sqlite_trigram_params(query, bound)))
+        found = found.filter(id__in=RawSQL(SQLITE_TRIGRAM_MATCH_AFTER, sqlite_trigram_params(codex_id, query, bound)))
     elif sqlite_trigram:
-        found = found.filter(id__in=RawSQL(SQLITE_TRIGRAM_MATCH, sqlite_trigram_params(query)))
+        found = found.filter(id__in=RawSQL(SQLITE_TRIGRAM_MATCH, sqlite_trigram_params(codex_id, query)))
     elif prefilter == LIKE:
         # INSTR (PostgreSQL: STRPOS), as the fast path tests a substring along the walk.
         found = found.filter(

@@ -2,6 +2,8 @@
 path, and ``notebook.orm``, the plain ORM): how a query narrows the candidates, which
 columns a search reads, and SQLite's trigram match (migrations 0002 and 0007)."""
 
+from typing import Any
+
 # How a query narrows a statement's candidates (``Shape.query``): each gives the entries
 # whose title, content or tags' joined text holds the normalized query, which are exactly the
 # matches unless the query holds the tags' separator (it may then span two tags, and
@@ -66,15 +68,18 @@ PG_TRIGRAM_KEYS = (
 )
 
 # SQLite: the ids of entries that hold a normalized query, by the FTS5 trigram table
-# (migration 0002), whose row matches the query as a phrase, and among the fewer than 32
-# entries still waiting for their batch (migration 0007), by INSTR. Its parameters:
-# ``sqlite_trigram_params``.
+# (migration 0002), whose row matches the query as a phrase, and among the codex's entries of
+# the fewer than 32 still waiting for their batch (migration 0007), by INSTR. (The FTS5 table
+# is one for every codex; the statement around this keeps the codex's ids.) The waiting
+# entries are named by their codex, as every read of a notebook table names it
+# (docs/capacity.md); the unary ``+`` keeps that a test of the few waiting rows, never a walk
+# of the codex's index. Its parameters: ``sqlite_trigram_params``.
 SQLITE_TRIGRAM_MATCH = (
     "SELECT k.entry_id FROM notebook_entry_trigram_key k WHERE k.rowid IN "
     "(SELECT rowid FROM notebook_entry_trigram WHERE notebook_entry_trigram MATCH %s)"
     " UNION ALL "
     "SELECT k.entry_id FROM notebook_entry_trigram_key k INNER JOIN notebook_entry e ON e.id = k.entry_id"
-    " WHERE k.rowid > (SELECT indexed FROM notebook_entry_trigram_state)"
+    " WHERE k.rowid > (SELECT indexed FROM notebook_entry_trigram_state) AND +e.codex_id = %s"
     " AND (INSTR(e.search_title, %s) > 0 OR INSTR(e.search_content, %s) > 0 OR INSTR(e.search_tags_text, %s) > 0)"
 )
 # The same, only ids after a cursor (the last parameter of each half). The bound is here,
@@ -88,20 +93,20 @@ SQLITE_TRIGRAM_MATCH_AFTER = (
     "(SELECT rowid FROM notebook_entry_trigram WHERE notebook_entry_trigram MATCH %s) AND +k.entry_id > %s"
     " UNION ALL "
     "SELECT k.entry_id FROM notebook_entry_trigram_key k INNER JOIN notebook_entry e ON e.id = k.entry_id"
-    " WHERE k.rowid > (SELECT indexed FROM notebook_entry_trigram_state)"
+    " WHERE k.rowid > (SELECT indexed FROM notebook_entry_trigram_state) AND +e.codex_id = %s"
     " AND (INSTR(e.search_title, %s) > 0 OR INSTR(e.search_content, %s) > 0 OR INSTR(e.search_tags_text, %s) > 0)"
     " AND +k.entry_id > %s"
 )
 
 
-def sqlite_trigram_params(normalized_query: str, after: str | None = None) -> list[str]:
+def sqlite_trigram_params(codex_id: int, normalized_query: str, after: str | None = None) -> list[Any]:
     """``SQLITE_TRIGRAM_MATCH``'s parameters: the FTS5 phrase (its consecutive trigrams, a
-    substring), then the query for each INSTR; with ``after`` (an entry id as the column
-    holds it), ``SQLITE_TRIGRAM_MATCH_AFTER``'s."""
+    substring), then the codex and the query for each INSTR; with ``after`` (an entry id as
+    the column holds it), ``SQLITE_TRIGRAM_MATCH_AFTER``'s."""
     phrase = '"' + normalized_query.replace('"', '""') + '"'
     if after is None:
-        return [phrase] + [normalized_query] * 3
-    return [phrase, after] + [normalized_query] * 3 + [after]
+        return [phrase, codex_id] + [normalized_query] * 3
+    return [phrase, after, codex_id] + [normalized_query] * 3 + [after]
 
 
 # Never read by a search: the full content (only its excerpt is), the provenance, and the

@@ -384,7 +384,7 @@ def writer_counts(*, codex: Codex, client_ids: list[str]) -> dict[str, WriterCou
     of applications. Client ids that wrote nothing are absent."""
     rows = (
         _written_by_any(client_ids)
-        .filter(codex=codex)
+        .filter(codex=codex, entry__codex=codex)  # the joined entries named by their codex too
         .values("writer_client_id")
         .annotate(
             wrote=Count("entry", distinct=True),
@@ -405,7 +405,7 @@ class EntryWriters:
 def entry_writers(*, codex: Codex, entry_ids: list[uuid.UUID]) -> dict[uuid.UUID, EntryWriters]:
     """Who created and who last changed each of these entries of the codex, in one query
     (revision 1 and the current revision of each). Ids of other codexes are absent."""
-    revisions = EntryRevision.objects.filter(codex=codex, entry_id__in=entry_ids).filter(
+    revisions = EntryRevision.objects.filter(codex=codex, entry__codex=codex, entry_id__in=entry_ids).filter(
         Q(revision=1) | Q(revision=F("entry__revision"))
     )
     first: dict[uuid.UUID, EntryRevision] = {}

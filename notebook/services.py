@@ -8,7 +8,7 @@ from django.db import IntegrityError
 from django.utils import timezone
 
 from notebook import quotas, store
-from notebook.exceptions import Conflict, NotFound, PreconditionFailed, ResourceExhausted
+from notebook.exceptions import Conflict, NotFound, ResourceExhausted
 from notebook.models import SEARCH_TAGS_SEPARATOR, Codex, Entry, EntryRelatedAgent, EntryRevision, EntryTag, RequestKey
 from notebook.selectors import NOT_FOUND_MESSAGE
 from notebook.transactions import wait_durable, write_transaction
@@ -101,19 +101,12 @@ def _conflict(current: int, expected: int) -> Conflict:
     )
 
 
-def writes_take_preconditions() -> bool:
-    """Whether ``entry_save`` and ``entry_update`` can check a caller's precondition in their
-    write's own statement (``notebook.sql.preconditions.Precondition``): the one-statement writes."""
-    return store.one_statement_writes()
-
-
 def entry_save(
     *,
     codex: Codex,
     request_id: str,
     data: EntryInput,
     writer: Writer = UNKNOWN_WRITER,
-    precondition: store.Precondition | None = None,
 ) -> Entry:
     """Create an entry at revision 1, idempotently by ``request_id`` within the codex.
 
@@ -125,14 +118,7 @@ def entry_save(
     other input it is a conflict. Concurrent identical saves all insert-then-collide
     on the request key's unique constraint, so exactly one entry is created and every
     caller gets it back.
-
-    ``precondition`` (only where ``writes_take_preconditions()``): the write is made only if it
-    holds, else ``PreconditionFailed`` and nothing is written. A replay is then never answered
-    (the statement that collided cannot say whether the condition held): that is
-    ``PreconditionFailed`` too, for the caller to save again without one.
     """
-    if precondition is not None and not writes_take_preconditions():
-        raise PreconditionFailed("this write cannot check a precondition in its statement")
     now = _now()
     entry = store.new_entry(codex=codex, revision=1, created_at=now, updated_at=now)
     apply_input(entry, data)
@@ -150,7 +136,6 @@ def entry_save(
                 fingerprint=data.fingerprint,
                 writer=writer.columns(),
                 charge=quotas.bounds(entries=1, stored_bytes=stored_bytes),
-                precondition=precondition,
             )
             if write_seq is None:
                 quotas.refuse(codex=codex, entries=1, stored_bytes=stored_bytes)
@@ -172,11 +157,14 @@ def entry_save(
                     ],
                 )
                 _record(entry, writer)
-    except (IntegrityError, ResourceExhausted) as error:
-        if precondition is not None and isinstance(error, IntegrityError):
-            raise PreconditionFailed("a collided save cannot say whether its precondition held") from None
+    except (IntegrityError, ResourceExhausted):
         # A replayed save answers with its entry even when the codex is full now.
-        key = RequestKey.objects.select_related("entry").filter(codex=codex, request_id=request_id).first()
+        # The entry named by the codex too, as every notebook statement names it (docs/capacity.md).
+        key = (
+            RequestKey.objects.select_related("entry")
+            .filter(codex=codex, request_id=request_id, entry__codex=codex)
+            .first()
+        )
         if key is None:
             raise
         # The save that won may still be syncing its commit: answer once it is on disk.
@@ -192,18 +180,14 @@ def entry_update(
     expected_revision: int,
     data: EntryInput,
     writer: Writer = UNKNOWN_WRITER,
-    precondition: store.Precondition | None = None,
 ) -> Entry:
     """Replace an entry completely if its revision is still ``expected_revision``.
 
-    ``writer`` is recorded on the new revision (see ``entry_save``); so is ``precondition``'s
-    meaning, checked before any other answer (a missing entry or a conflict).
+    ``writer`` is recorded on the new revision (see ``entry_save``).
 
     The row lock serialises concurrent updates: of any number that expect the same
     revision, exactly one succeeds and the rest see the new revision and conflict.
     """
-    if precondition is not None and not writes_take_preconditions():
-        raise PreconditionFailed("this write cannot check a precondition in its statement")
     if not store.one_statement_writes():
         return _update_in_transaction(
             codex=codex, entry_id=entry_id, expected_revision=expected_revision, data=data, writer=writer
@@ -221,7 +205,6 @@ def entry_update(
         now=_now(),
         writer=writer.columns(),
         charge=quotas.bounds(entries=0, stored_bytes=stored_bytes),
-        precondition=precondition,
     )
     if found.revision is None:
         raise NotFound(NOT_FOUND_MESSAGE)
@@ -251,7 +234,7 @@ def _update_in_transaction(
     entry.write_seq = write_seq
     entry.updated_at = max(_now(), entry.created_at)
     # Not entry.save(), whose UPDATE names only the primary key: every notebook query
-    # names its codex, so the tables can be distributed by codex (docs/deploy.md).
+    # names its codex, so the tables can be distributed by codex (docs/capacity.md).
     store.update_entry(entry)
     _record(entry, writer, old_tags=old_tags, old_agents=old_agents)
     return entry
@@ -273,7 +256,11 @@ def _delete_entries(codex: Codex, entry_ids: list[uuid.UUID]) -> None:
     EntryTag.objects.filter(codex=codex, entry_id__in=entry_ids).delete()
     EntryRelatedAgent.objects.filter(codex=codex, entry_id__in=entry_ids).delete()
     revisions.delete()
-    deleted, _ = Entry.objects.filter(codex=codex, pk__in=entry_ids).delete()
+    # The entries' own DELETE alone: nothing refers to them any more, and Django's collector
+    # would look for their rows again by entry id alone, a statement naming no codex
+    # (common/internals.py).
+    entries = Entry.objects.filter(codex=codex, pk__in=entry_ids)
+    deleted = entries._raw_delete(entries.db)
     quotas.release(codex=codex, entries=deleted, stored_bytes=freed)
 
 
@@ -315,5 +302,13 @@ def codex_delete(*, codex: Codex) -> int:
 
 @write_transaction()
 def _delete_codex_row(codex: Codex) -> None:
-    # An entry saved between the clear and here goes with the codex (the cascade).
+    # The codex row locked first: a save between the clear and here has committed, and a
+    # later one waits for this, then finds no codex. Its entries go as every other's did, so
+    # that the collector below finds none (it would look for their rows by entry id alone).
+    locked = Codex.objects.select_for_update().filter(pk=codex.pk).values_list("pk", flat=True)
+    if not locked:
+        return
+    left = list(Entry.objects.filter(codex=codex).values_list("pk", flat=True))
+    if left:
+        _delete_entries(codex, left)
     Codex.objects.filter(pk=codex.pk).delete()

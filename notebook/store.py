@@ -20,7 +20,6 @@ from django.db.models import Model
 from notebook import orm
 from notebook.models import Entry, EntryRelatedAgent, EntryRevision, EntryTag, RequestKey
 from notebook.sql.converters import new_instance
-from notebook.sql.preconditions import Precondition, PreconditionKind
 from notebook.sql.search import SearchStatements
 from notebook.sql.statements import Insert, KeyedRead, UpdateRow
 from notebook.sql.usage import ChargeUsage
@@ -33,12 +32,9 @@ _ENTRY_FOR_UPDATE = KeyedRead(Entry, ("codex_id", "id"), lock=True)
 _UPDATE_ENTRY = UpdateRow(Entry, ("codex_id", "id"))
 _INSERT = {model: Insert(model) for model in (Entry, RequestKey, EntryRevision, EntryTag, EntryRelatedAgent)}
 _CHARGE = ChargeUsage()
-# A save and an update as one statement each, on PostgreSQL; with a precondition of their
-# caller's, one statement per kind of it, each made on its first use.
+# A save and an update as one statement each, on PostgreSQL.
 _SAVE = SaveEntry()
 _UPDATE = UpdateEntry()
-_SAVE_IF: dict[PreconditionKind, SaveEntry] = {}
-_UPDATE_IF: dict[PreconditionKind, UpdateEntry] = {}
 # The search's candidate statements, rendered once per database and filter shape.
 SEARCH = SearchStatements()
 
@@ -140,16 +136,11 @@ def save_entry(
     fingerprint: str,
     writer: Mapping[str, Any],
     charge: Mapping[str, int],
-    precondition: Precondition | None = None,
 ) -> int | None:
     """A new entry with its request key, revision 1 and index rows, charged ``charge``
     (``quotas.bounds``), in one statement: the entry's write number, or None if the charge
-    was refused (nothing written). A request id already used raises ``IntegrityError``.
-    ``precondition``: checked in the same statement (``PreconditionFailed``: nothing written)."""
-    statement = _SAVE if precondition is None else _statement_for(_SAVE_IF, SaveEntry, precondition.kind)
-    return statement.save(
-        entry, request_id=request_id, fingerprint=fingerprint, writer=writer, precondition=precondition, **charge
-    )
+    was refused (nothing written). A request id already used raises ``IntegrityError``."""
+    return _SAVE.save(entry, request_id=request_id, fingerprint=fingerprint, writer=writer, **charge)
 
 
 def update_entry_at(
@@ -159,21 +150,11 @@ def update_entry_at(
     now: dt.datetime,
     writer: Mapping[str, Any],
     charge: Mapping[str, int],
-    precondition: Precondition | None = None,
 ) -> Updated:
     """Replace the entry ``entry.id`` by ``entry``'s input columns if it is at
     ``expected_revision``, with its new revision and index rows, charged ``charge``, in one
-    statement; what it found (``notebook.sql.writes.Updated``). ``precondition``: as for
-    ``save_entry``."""
-    statement = _UPDATE if precondition is None else _statement_for(_UPDATE_IF, UpdateEntry, precondition.kind)
-    return statement.update(
-        entry, expected_revision=expected_revision, now=now, writer=writer, precondition=precondition, **charge
-    )
-
-
-def _statement_for(made: dict[PreconditionKind, Any], statement: type, kind: PreconditionKind) -> Any:
-    found = made.get(kind)
-    return found if found is not None else made.setdefault(kind, statement(kind))
+    statement; what it found (``notebook.sql.writes.Updated``)."""
+    return _UPDATE.update(entry, expected_revision=expected_revision, now=now, writer=writer, **charge)
 
 
 def search_candidates(codex_id: int, *, limit: int, **filters: Any) -> list[Entry]:

@@ -1,7 +1,8 @@
 """A person's codex in and out as one JSON document (contract 9; format in docs/data.md).
 
-Export streams: entries are read in keyset batches by id with their revisions, and each
-entry is serialized as it is reached, so memory stays flat for any codex size. Import is
+Export streams: entries are read in keyset batches (by id, or newest first for the Markdown
+file a person reads) with their revisions, and each entry is serialized as it is reached,
+so memory stays flat for any codex size. Import is
 validated entry by entry with the tools' own rules first, and written only if every entry
 passed, in one transaction: all or nothing, with a report of what was refused and why.
 """
@@ -18,6 +19,7 @@ from typing import Any
 
 import yaml
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils import timezone
 from django.utils.text import slugify
 from pydantic_core import from_json
@@ -86,7 +88,8 @@ def export_entries(*, codex: Codex, batch_size: int = EXPORT_BATCH) -> Iterator[
         if not batch:
             return
         revisions: dict[uuid.UUID, list[dict[str, Any]]] = {entry.id: [] for entry in batch}
-        for revision in EntryRevision.objects.filter(entry_id__in=revisions).order_by("entry_id", "revision"):
+        found = EntryRevision.objects.filter(codex=codex, entry_id__in=revisions).order_by("entry_id", "revision")
+        for revision in found:
             revisions[revision.entry_id].append(_revision_dict(revision))
         for entry in batch:
             data = entry_dict(entry)
@@ -114,10 +117,39 @@ def export_json_chunks(*, codex: Codex, progress: Progress | None = None) -> Ite
     yield "\n]}\n"
 
 
-def export_markdown_chunks(*, codex: Codex) -> Iterator[str]:
-    """The current state of every entry as one Markdown file (readable, not importable)."""
-    yield f"# Codex of {codex.owner.get_username()}\n\nExported {rfc3339_ms(timezone.now())}.\n"
-    for data in export_entries(codex=codex):
+def entries_newest_first(*, codex: Codex, batch_size: int = EXPORT_BATCH) -> Iterator[tuple[Entry, bool]]:
+    """Every entry, newest first (``updated_at``, then the write order, descending: the list
+    page's order and index), then, flagged, those written while this ran.
+
+    The keyset batches hold no snapshot, so an entry written during the walk moves ahead of
+    its cursor. So the walk takes only what was written before it began (``write_seq``, the
+    codex's write order, says which), and the rest follow in write order, where a write only
+    ever moves an entry further ahead: no entry is left out, and one written again after it
+    was listed is listed again, its earlier state first."""
+    began = Codex.objects.filter(pk=codex.pk).values_list("last_write_seq", flat=True).get()
+    newest_first = Entry.objects.filter(codex=codex, write_seq__lte=began).order_by("-updated_at", "-write_seq")
+    after = Q()
+    while batch := list(newest_first.filter(after)[:batch_size]):
+        yield from ((entry, False) for entry in batch)
+        last = batch[-1]
+        after = Q(updated_at__lt=last.updated_at) | Q(updated_at=last.updated_at, write_seq__lt=last.write_seq)
+    written = began
+    while batch := list(Entry.objects.filter(codex=codex, write_seq__gt=written).order_by("write_seq")[:batch_size]):
+        yield from ((entry, True) for entry in batch)
+        written = batch[-1].write_seq
+
+
+def export_markdown_chunks(*, codex: Codex, batch_size: int = EXPORT_BATCH) -> Iterator[str]:
+    """The current state of every note as one Markdown file to read (not importable), newest
+    first as the list page shows them."""
+    owner = codex.owner.get_username()
+    yield f"# {owner}'s notebook\n\nExported {rfc3339_ms(timezone.now())}, newest first.\n"
+    heading_given = False
+    for entry, during in entries_newest_first(codex=codex, batch_size=batch_size):
+        if during and not heading_given:
+            heading_given = True
+            yield "\n---\n\nWritten while this file was being made (an earlier state of some may be above):\n"
+        data = entry_dict(entry)
         title = data.get("title") or "Untitled note"
         lines = [f"\n## {title}\n", f"- id: `{data['id']}`", f"- revision: {data['revision']}"]
         lines.append(f"- updated: {data['updatedAt']} (created {data['createdAt']})")

@@ -53,6 +53,24 @@ local function call(rpc_id, name, arguments)
 end
 
 local CONTENT = "Field note about the launch checklist and its rollback step, written by the bench."
+-- BENCH_CONTENT_FILE (plain text needing no JSON escape) and BENCH_NOTE_BYTES: each note is instead a stretch
+-- of that many bytes of the text, from a random place (scripts/bench_capacity.py: notes of the size
+-- docs/capacity.md assumes, with the words of real prose).
+local TEXT = nil
+local NOTE_BYTES = tonumber(os.getenv("BENCH_NOTE_BYTES") or "0")
+if os.getenv("BENCH_CONTENT_FILE") then
+  local file = assert(io.open(os.getenv("BENCH_CONTENT_FILE"), "r"))
+  TEXT = file:read("*a")
+  file:close()
+end
+
+local function content()
+  if TEXT == nil or NOTE_BYTES <= 0 then
+    return CONTENT
+  end
+  local start = math.random(1, #TEXT - NOTE_BYTES + 1)
+  return TEXT:sub(start, start + NOTE_BYTES - 1)
+end
 
 local builders = {
   noop = function()
@@ -65,7 +83,7 @@ local builders = {
   save = function()
     counter = counter + 1
     local request_id = "wrk-" .. nonce .. "-" .. tid .. "-" .. counter
-    return call(0, "field_notes_save", '{"requestId":"' .. request_id .. '","entry":{"content":"' .. CONTENT
+    return call(0, "field_notes_save", '{"requestId":"' .. request_id .. '","entry":{"content":"' .. content()
       .. " #" .. counter .. '","tags":["t' .. counter % 10 .. '","bench"]}}')
   end,
   update = function()
@@ -74,7 +92,7 @@ local builders = {
       return call(0, "field_notes_get", '{"id":"' .. ids[1] .. '"}')
     end
     return call(index, "field_notes_update", '{"id":"' .. ids[index] .. '","expectedRevision":' .. revisions[index]
-      .. ',"entry":{"content":"' .. CONTENT .. " r" .. revisions[index] + 1 .. '","tags":["t1"]}}')
+      .. ',"entry":{"content":"' .. content() .. " r" .. revisions[index] + 1 .. '","tags":["t1"]}}')
   end,
   search_tag = function()
     return call(0, "field_notes_search", '{"tag":"t3","limit":20}')

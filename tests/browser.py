@@ -8,7 +8,9 @@ browser a failure instead.
 Screenshots go to ``var/screenshots/`` (ignored by git) so a person can look at each page.
 """
 
+import secrets
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -97,40 +99,50 @@ class BrowserPages:
 
     def sign_in(self, next_path: str = "/codex/", username: str = "alice") -> None:
         from selenium.webdriver.common.by import By
-        from selenium.webdriver.support import expected_conditions
 
         self.web.get(self.live.base_url + next_path)
-        self.wait().until(expected_conditions.url_contains("/accounts/login/"))
+        self.wait_for_page_showing(By.CSS_SELECTOR, "form button[type=submit].primary")  # the sign-in form
         self.web.find_element(By.ID, "id_login").send_keys(username)
         self.web.find_element(By.ID, "id_password").send_keys(f"{username}-password")
-        self.web.find_element(By.CSS_SELECTOR, "button[type=submit].primary").click()
-        # The sign-in page has an h1 too: first wait for the next page to have loaded, or a
-        # test may read the old one.
-        self.wait_for_page_after("/accounts/login/")
-        self.wait().until(expected_conditions.presence_of_element_located((By.TAG_NAME, "h1")))
+        self.to_next_page(self.web.find_element(By.CSS_SELECTOR, "button[type=submit].primary").click)
 
-    def wait_for_page_after(self, path: str) -> None:
-        """Wait until the browser has left the page at ``path`` and the next one has loaded: a
-        wait for an element both pages may have could otherwise find it on the old one."""
-        self.wait().until(_loaded_past(path))
+    def wait_for_page_showing(self, by: str, value: str) -> Any:
+        """The element the page shows, once its document has loaded (the element found)."""
+        return self.wait().until(_page_showing(None, by, value))
+
+    def to_next_page(self, act: Callable[[], object], by: str = "tag name", value: str = "main") -> Any:
+        """Do ``act`` (a click or submit that loads another document), then wait until the
+        document it left has been replaced, the new one has loaded, and it shows ``value``
+        (``main`` by default; the element found is returned).
+
+        Neither the URL nor ``document.readyState`` alone tells which document is there: a form
+        that fails comes back at the same URL, a redirect passes through others, and the old
+        page's readyState is "complete" too until the new one replaces it. So the page is
+        marked before ``act`` (a property of its window, which a new document does not have)
+        and the wait is for an unmarked, loaded page that shows the element."""
+        marker = secrets.token_hex(8)
+        self.web.execute_script("window.codexTestPage = arguments[0]", marker)
+        act()
+        return self.wait().until(_page_showing(marker, by, value))
 
 
-def _loaded_past(path: str):
-    """A wait condition: the browser has left ``path`` and the next document has loaded.
+def _page_showing(marker: str | None, by: str, value: str):
+    """A wait condition: the document in the window is not the one marked ``marker``, it has
+    loaded, and it holds an element found by ``by``/``value`` (that element, or False).
 
-    Not Selenium's ``staleness_of`` on the old page: asked while the old document is being
-    replaced, Chromium may answer "Node with given id does not belong to the document", an
-    error that ``staleness_of`` does not take for staleness, and the wait raises it. Any
-    browser error while a page is being replaced here means "not yet"."""
-    from urllib.parse import urlsplit
-
+    Any browser error while a page is being replaced means "not yet": asked then, Chromium may
+    answer "Node with given id does not belong to the document", which Selenium's own
+    ``staleness_of`` does not take for staleness."""
     from selenium.common.exceptions import WebDriverException
 
-    def condition(web) -> bool:
+    def condition(web) -> Any:
         try:
-            if urlsplit(web.current_url).path.startswith(path):
+            if marker is not None and web.execute_script("return window.codexTestPage") == marker:
                 return False
-            return web.execute_script("return document.readyState") == "complete"
+            if web.execute_script("return document.readyState") != "complete":
+                return False
+            found = web.find_elements(by, value)
+            return found[0] if found else False
         except WebDriverException:
             return False
 
@@ -141,7 +153,9 @@ def _loaded_past(path: str):
 # page test that needs it, with the npm that .ci/run installs. Without npm the page checks skip,
 # unless CODEX_REQUIRE_BROWSER=1 makes that a failure as it does for a missing browser.
 AXE_CORE_VERSION = "4.10.3"
-VIEWPORTS = {"desktop": (1280, 900, False), "phone": (390, 844, True)}  # width, height, mobile
+# Each page is checked at these widths (name: width, height, mobile): a desktop, a phone and a
+# small phone; the screenshots are named by them.
+VIEWPORTS = {"1280": (1280, 900, False), "390": (390, 844, True), "320": (320, 640, True)}
 
 _axe_source: str | None = None
 
@@ -211,13 +225,96 @@ return {scrollWidth: root.scrollWidth, clientWidth: width, wide: wide.slice(0, 8
 """
 
 
+# The site's frame and forms, as a person sees them (templates/base.html, site.css):
+# - every form control and every box (a message, a note, a code block, a table) lies inside
+#   the column and inside the box that holds it, unless it is inside something that scrolls
+#   or clips sideways (then that must fit);
+# - no date (a <time>) breaks over two lines;
+# - one header, on at most two lines (three for staff at 320 px: their header has one more
+#   link, to the admin), naming who is signed in (or offering to sign in).
+_FRAME = """
+const problems = [];
+const describe = (element) => {
+  const id = element.id ? "#" + element.id : "";
+  const classes = typeof element.className === "string" && element.className.trim() ?
+    "." + element.className.trim().split(/\\s+/).join(".") : "";
+  const text = (element.innerText || element.value || "").trim().slice(0, 30);
+  return `${element.tagName.toLowerCase()}${id}${classes}${text ? ` "${text}"` : ""}`;
+};
+const shown = (element) => {
+  const box = element.getBoundingClientRect();
+  return box.width > 0 && box.height > 0 && !element.closest(".visually-hidden, [hidden]") &&
+    getComputedStyle(element).visibility !== "hidden";
+};
+const inner = (element) => {  // the box its children are laid out in: inside border and padding
+  const box = element.getBoundingClientRect();
+  const style = getComputedStyle(element);
+  return {
+    left: box.left + parseFloat(style.borderLeftWidth) + parseFloat(style.paddingLeft),
+    right: box.right - parseFloat(style.borderRightWidth) - parseFloat(style.paddingRight),
+  };
+};
+const column = inner(document.body);
+const clipped = (element) => {  // inside something that scrolls or clips sideways: it fits instead
+  for (let parent = element.parentElement; parent && parent !== document.body; parent = parent.parentElement) {
+    if (getComputedStyle(parent).overflowX !== "visible") return true;
+  }
+  return false;
+};
+const CONTROLS = "input:not([type=hidden]), select, textarea, button, a.button";
+const BOXES = ".ok, .note, .error, pre, table, fieldset, .secret, img, .actions, .search-row, ul.cards > li";
+for (const element of document.body.querySelectorAll(`${CONTROLS}, ${BOXES}`)) {
+  if (!shown(element) || clipped(element) || element.closest(".skip-link")) continue;
+  const box = element.getBoundingClientRect();
+  const out = (edges, where) => {
+    if (box.left < edges.left - 0.5 || box.right > edges.right + 0.5) {
+      problems.push(`${describe(element)} spans x=${Math.round(box.left)}-${Math.round(box.right)}, ` +
+        `outside ${where} (x=${Math.round(edges.left)}-${Math.round(edges.right)})`);
+      return true;
+    }
+    return false;
+  };
+  const parent = element.parentElement;
+  const laidOut = parent && parent !== document.body && getComputedStyle(parent).display !== "inline";
+  if (!out(column, "the column") && laidOut) {
+    out(inner(parent), `its container ${describe(parent)}`);
+  }
+}
+for (const time of document.querySelectorAll("main time")) {
+  if (shown(time) && time.getClientRects().length > 1) {
+    problems.push(`the date "${time.innerText}" breaks over two lines`);
+  }
+}
+const headers = document.querySelectorAll("header.site");
+const header = headers[0];
+const tops = [];  // of every line box of the header's words; a new line starts 12 px or more lower
+if (header) {
+  for (const element of header.querySelectorAll("a, button, .who")) {
+    if (shown(element)) tops.push(...[...element.getClientRects()].map((rect) => rect.top));
+  }
+}
+tops.sort((a, b) => a - b);
+const headerLines = tops.filter((top, index) => index === 0 || top - tops[index - 1] >= 12).length;
+const who = header && header.querySelector(".who");
+return {
+  problems, headers: headers.length, headerLines,
+  staff: Boolean(header && header.querySelector("nav a[href='/admin/']")),
+  signedInAs: who ? who.textContent.replace("Signed in as", "").trim() : null,
+  offersSignIn: Boolean(header && [...header.querySelectorAll("a")].some((a) => a.textContent.trim() === "Sign in")),
+};
+"""
+
+
 class PageChecks:
-    """Each page at each viewport size: no horizontal overflow, nothing its
-    Content-Security-Policy refused, no axe-core violation, and a whole-page screenshot
-    ``<screenshot_prefix>-<name>-<viewport>.png`` to look at."""
+    """Each page at each viewport size: no horizontal overflow, the site's frame (one header on
+    at most two lines, naming ``signed_in_as``, or offering to sign in when that is None;
+    every control and box inside its column and its container; no date broken over two
+    lines), nothing its Content-Security-Policy refused, no axe-core violation, and a
+    whole-page screenshot ``<screenshot_prefix>-<name>-<viewport>.png`` to look at."""
 
     web: Any
     screenshot_prefix: str
+    signed_in_as: str | None = None
 
     def use_viewport(self, viewport: str) -> None:
         width, height, mobile = VIEWPORTS[viewport]
@@ -228,6 +325,9 @@ class PageChecks:
 
     def overflow(self) -> dict[str, Any]:
         return self.web.execute_script(_OVERFLOW)
+
+    def frame(self) -> dict[str, Any]:
+        return self.web.execute_script(_FRAME)
 
     def axe_violations(self) -> list[dict[str, Any]]:
         self.web.set_script_timeout(60)
@@ -245,8 +345,9 @@ class PageChecks:
         self.web.save_screenshot(str(screenshot_dir() / f"{self.screenshot_prefix}-{name}-{viewport}.png"))
         self.use_viewport(viewport)
 
-    def problems_of_page(self, name: str, viewport: str, *, axe: bool = True) -> list[str]:
-        """What is wrong with the page open now; empty if nothing."""
+    def problems_of_page(self, name: str, viewport: str, *, axe: bool = True, site: bool = True) -> list[str]:
+        """What is wrong with the page open now; empty if nothing. ``site=False``: a page
+        that is not in the site's frame (the admin's)."""
         problems = []
         sizes = self.overflow()
         if sizes["scrollWidth"] > sizes["clientWidth"]:
@@ -254,6 +355,8 @@ class PageChecks:
                 f"{name} at {viewport}: {sizes['scrollWidth']} px wide in a {sizes['clientWidth']} px viewport: "
                 + "; ".join(sizes["wide"])
             )
+        if site:
+            problems += [f"{name} at {viewport}: {problem}" for problem in self.frame_problems(viewport)]
         refused = self.web.execute_script("return window.__policyViolations || []")
         problems += [f"{name} at {viewport}: Content-Security-Policy: {refusal}" for refusal in refused]
         if axe:
@@ -263,6 +366,19 @@ class PageChecks:
                     + " | ".join(violation["nodes"])
                 )
         self.whole_page_shot(name, viewport)
+        return problems
+
+    def frame_problems(self, viewport: str) -> list[str]:
+        frame = self.frame()
+        problems = list(frame["problems"])
+        if frame["headers"] != 1:
+            problems.append(f"{frame['headers']} site headers, not one")
+        elif frame["headerLines"] > (3 if frame["staff"] and viewport == "320" else 2):
+            problems.append(f"the header takes {frame['headerLines']} lines")
+        if self.signed_in_as is not None and frame["signedInAs"] != self.signed_in_as:
+            problems.append(f"the header names {frame['signedInAs']!r}, not {self.signed_in_as!r}")
+        if self.signed_in_as is None and (frame["signedInAs"] is not None or not frame["offersSignIn"]):
+            problems.append(f"signed out, the header names {frame['signedInAs']!r} and offers no sign-in")
         return problems
 
     def check_open_page(self, name: str) -> None:

@@ -8,8 +8,9 @@ import time
 from typing import Any
 
 import uvicorn
+from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.cache import cache
+from django.core.cache import caches
 from django.test import TransactionTestCase, override_settings
 
 from authserver.tokens import mint_access_token
@@ -69,7 +70,10 @@ class LiveServerTestCase(TransactionTestCase):
     @classmethod
     def setUpClass(cls) -> None:
         super().setUpClass()
-        cache.clear()  # rate-limit counters and fetch backoff from earlier classes
+        # Rate-limit counters (the default cache) and refused documents' notes (the notes cache,
+        # which also keeps them from being fetched again) of earlier classes.
+        for alias in settings.CACHES:
+            caches[alias].clear()
         cls.live = LiveServer()
         base = cls.live.base_url
         cls._settings_override = override_settings(

@@ -37,17 +37,31 @@ class LoopbackHTTPServer:
 
 
 class DocumentsServer(LoopbackHTTPServer):
-    """Serves JSON documents by path over HTTPS on 127.0.0.1, counting the requests for each."""
+    """Serves JSON documents by path over HTTPS on 127.0.0.1, counting the requests for each.
+
+    A path in ``drips`` is served as a hostile server serves it: its headers (``"headers"``) or
+    its body (``"body"``) one byte every ``DRIP_SECONDS``, for as long as the client listens
+    (until the server stops). ``dripping`` counts the answers being dripped at this moment."""
+
+    DRIP_SECONDS = 0.5
 
     def __init__(self) -> None:
         self.documents: dict[str, Any] = {}
+        self.drips: dict[str, str] = {}
         self.cache_control = "max-age=600"
         self.fetched: dict[str, int] = {}  # requests per path
+        self.dripping = 0
+        self._stopped = threading.Event()
+        self._lock = threading.Lock()
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
-                outer.fetched[self.path] = outer.fetched.get(self.path, 0) + 1
+                with outer._lock:
+                    outer.fetched[self.path] = outer.fetched.get(self.path, 0) + 1
+                if self.path in outer.drips:
+                    outer._drip(self, outer.drips[self.path])
+                    return
                 if self.path not in outer.documents:
                     self.send_error(404)
                     return
@@ -70,7 +84,34 @@ class DocumentsServer(LoopbackHTTPServer):
         self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
         self.origin = f"https://127.0.0.1:{self.port}"
 
+    def _drip(self, handler: BaseHTTPRequestHandler, part: str) -> None:
+        with self._lock:
+            self.dripping += 1
+        try:
+            if part == "headers":
+                handler.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n")
+                pending = b"X-Slow: " + b"a" * 60_000 + b"\r\n\r\n{}"
+            else:
+                handler.send_response(200)
+                handler.send_header("Content-Type", "application/json")
+                handler.send_header("Content-Length", "100000")
+                handler.end_headers()
+                pending = b" " * 100_000
+            handler.wfile.flush()
+            for byte in pending:
+                if self._stopped.wait(self.DRIP_SECONDS):
+                    break
+                handler.wfile.write(bytes([byte]))
+                handler.wfile.flush()
+        except OSError:
+            pass  # the client hung up: what a deadline does
+        finally:
+            handler.close_connection = True
+            with self._lock:
+                self.dripping -= 1
+
     def __exit__(self, *exc: Any) -> None:
+        self._stopped.set()
         super().__exit__(*exc)
         self._tmp.cleanup()
 

@@ -12,7 +12,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from mcp_endpoint import server as mcp_server
-from mcp_endpoint.auth import GRANT_SCOPE_KEY
+from mcp_endpoint.auth import TOKEN_SCOPE_KEY, RequestToken
 from mcp_endpoint.versions import LATEST_HANDSHAKE_VERSION
 
 T = TypeVar("T")
@@ -39,7 +39,7 @@ def call_tool_directly(grant: Any, name: str, arguments: dict[str, Any]) -> type
     """Run the server's tools/call handler as if the HTTP check had passed with ``grant``;
     its result (a wire-form dict) read as the SDK client reads it."""
     context = SimpleNamespace(
-        request=SimpleNamespace(scope={GRANT_SCOPE_KEY: grant}),
+        request=SimpleNamespace(scope={TOKEN_SCOPE_KEY: RequestToken.checked(grant)}),
         request_id=None,
         protocol_version=LATEST_HANDSHAKE_VERSION,
     )

@@ -52,7 +52,9 @@ async def send_nowhere(message: dict) -> None:
 def answering(status: int, calls: int = 0):
     async def app(scope, receive, send) -> None:
         for number in range(calls):
-            ToolCall("field_notes_get", number + 1, codex_id=3, line=line_of(scope)).log("ok", 0.001)
+            call = ToolCall("field_notes_get", number + 1, codex_id=3, line=line_of(scope))
+            call.user_id, call.client_id, call.entry_id = 42, "client-7", "entry-9"
+            call.log("ok", 0.001)
         await send({"type": "http.response.start", "status": status, "headers": []})
         await send({"type": "http.response.body", "body": b"{}"})
 
@@ -234,7 +236,11 @@ class DirectWriteTests(SimpleTestCase):
                     serve(access_logged(answering(200, calls=1)), http_scope("/mcp", b"a=1"))
                 direct, recorded = self.stream.getvalue().splitlines()
                 self.assertEqual(direct, recorded)
-                self.assertIn("/mcp?a= 200 in 0.0 ms: tool call field_notes_get ok (codex 3, request 1", direct)
+                self.assertIn(
+                    "/mcp?a= 200 in 0.0 ms: tool call field_notes_get ok (codex 3, person 42, client client-7, "
+                    "entry entry-9, request 1",
+                    direct,
+                )
 
     def test_a_request_id_beyond_64_bits_is_written_as_its_digits(self) -> None:
         # A JSON-RPC id is the client's to choose; orjson writes no integer beyond 64 bits.

@@ -168,7 +168,7 @@ class AccountDeletionTest(LiveServerTestCase):
             mock.patch.object(leaving, "_remove_the_rest", side_effect=RuntimeError("stopped")),
             self.assertRaises(RuntimeError),
         ):
-            leaving.account_delete(user=self.zelda)
+            leaving.account_delete(user=self.zelda, by="operator")
         self.assertEqual(call_tool(self.mcp_url, self.token, "field_notes_search", {}).status_code, 401)
         call_command("codex_deluser", NAME, "--yes", stdout=io.StringIO())
         self.assert_nothing_of_hers_is_left()

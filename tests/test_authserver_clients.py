@@ -55,7 +55,7 @@ class ConnectedApplicationsTest(TestCase):
         RefreshToken.objects.create(user=self.alice, application=reader, token="refresh-reader", access_token=None)
         RefreshToken.objects.filter(application=reader).update(created=at - dt.timedelta(days=3))
         page = self.client.get("/account/clients/").content.decode()
-        self.assertIn('<td data-label="Connected"><time datetime="2025-12-30T10:30:00+00:00">2025-12-30</time>;', page)
+        self.assertIn('<dt>Connected</dt><dd>since <time datetime="2025-12-30T10:30:00+00:00">2025-12-30</time>;', page)
         self.assertIn('last got a token <time datetime="2026-01-02T10:30:00+00:00">2026-01-02 10:30 UTC</time>', page)
 
     def test_the_number_of_queries_does_not_grow_with_the_clients(self) -> None:

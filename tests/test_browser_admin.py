@@ -5,7 +5,6 @@ import urllib.request
 
 from django.contrib.auth import get_user_model
 from selenium.webdriver.common.by import By
-from selenium.webdriver.support import expected_conditions
 
 from tests.browser import BrowserPages, headless_chromium
 from tests.live import LiveServerTestCase
@@ -39,11 +38,12 @@ class BrowserAdminStylesTests(BrowserPages, LiveServerTestCase):
     def test_the_admin_signs_in_on_the_sites_page_and_its_index_is_styled_by_its_own_stylesheets(self) -> None:
         # The admin's sign-in is the site's (its throttle and second factor), then back to the admin.
         self.web.get(self.live.base_url + "/admin/login/")
-        self.wait().until(expected_conditions.url_contains("/accounts/login/?next="))
+        self.wait_for_page_showing(By.CSS_SELECTOR, "form button[type=submit].primary")  # the site's sign-in
+        self.assertIn("/accounts/login/?next=", self.web.current_url)
         self.web.find_element(By.ID, "id_login").send_keys("operator")
         self.web.find_element(By.ID, "id_password").send_keys("operator-password")
-        self.web.find_element(By.CSS_SELECTOR, "button[type=submit].primary").click()
-        self.wait_for_page_after("/accounts/login/")
-        self.wait().until(expected_conditions.presence_of_element_located((By.ID, "user-tools")))
+        self.to_next_page(
+            self.web.find_element(By.CSS_SELECTOR, "button[type=submit].primary").click, By.ID, "user-tools"
+        )
         self.assert_styled()
         self.shot("index")

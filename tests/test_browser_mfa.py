@@ -12,7 +12,6 @@ from allauth.mfa.totp.internal import auth as totp_auth
 from django.test import override_settings
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.virtual_authenticator import Protocol, Transport, VirtualAuthenticatorOptions
-from selenium.webdriver.support import expected_conditions
 
 from tests.browser import BrowserPages, PageChecks, headless_chromium
 from tests.clocks import SignInClock
@@ -36,19 +35,16 @@ class SecondFactorTest(BrowserPages, PageChecks, LiveServerTestCase):
 
     def go(self, path: str) -> None:
         self.web.get(self.base + path)
-        self.wait().until(lambda web: web.execute_script("return document.readyState") == "complete")
+        self.wait_for_page_showing(By.TAG_NAME, "h1")
 
     def click(self, text: str) -> None:
-        here = self.web.current_url
-        self.web.find_element(By.XPATH, f"//*[self::a or self::button][normalize-space()='{text}']").click()
-        self.wait().until(lambda web: web.current_url != here or web.find_elements(By.CSS_SELECTOR, "[role=alert]"))
-        self.wait().until(lambda web: web.execute_script("return document.readyState") == "complete")
+        """A link or button that leads to another page (or the same one again, with an alert)."""
+        self.to_next_page(
+            self.web.find_element(By.XPATH, f"//*[self::a or self::button][normalize-space()='{text}']").click
+        )
 
     def submit(self, selector: str = "main form button[type=submit]") -> None:
-        here = self.web.current_url
-        self.web.find_element(By.CSS_SELECTOR, selector).click()
-        self.wait().until(lambda web: web.current_url != here or web.find_elements(By.CSS_SELECTOR, "[role=alert]"))
-        self.wait().until(lambda web: web.execute_script("return document.readyState") == "complete")
+        self.to_next_page(self.web.find_element(By.CSS_SELECTOR, selector).click)
 
     def password_sign_in(self) -> None:
         self.go("/accounts/login/")
@@ -63,8 +59,7 @@ class SecondFactorTest(BrowserPages, PageChecks, LiveServerTestCase):
             self.submit()
 
     def sign_out(self) -> None:
-        self.web.find_element(By.CSS_SELECTOR, "header form button").click()
-        self.wait().until(expected_conditions.presence_of_element_located((By.LINK_TEXT, "Sign in")))
+        self.to_next_page(self.web.find_element(By.CSS_SELECTOR, "header form button").click, By.LINK_TEXT, "Sign in")
 
     def main_text(self) -> str:
         return self.web.find_element(By.TAG_NAME, "main").text
@@ -76,7 +71,7 @@ class SecondFactorTest(BrowserPages, PageChecks, LiveServerTestCase):
         self.click("Set up an authenticator app")
         self.reauthenticate_if_asked()
         self.assertIn("/accounts/2fa/totp/activate/", self.web.current_url)
-        secret = self.web.find_element(By.ID, "authenticator_secret").get_attribute("value")
+        secret = self.web.find_element(By.ID, "authenticator_secret").text
         self.shot("totp-setup")
         self.web.find_element(By.ID, "id_code").send_keys(totp(secret, self.clock.now))
         self.submit()
@@ -85,7 +80,16 @@ class SecondFactorTest(BrowserPages, PageChecks, LiveServerTestCase):
         codes = re.findall(rf"\b\d{{{mfa_settings.RECOVERY_CODE_DIGITS}}}\b", self.main_text())
         self.assertEqual(len(codes), mfa_settings.RECOVERY_CODE_COUNT, self.main_text())
         self.shot("recovery-codes")
+        self.signed_in_as = "alice"
         self.check_open_page("recovery-codes")
+        for name, path in [
+            ("recovery-codes-new", "/accounts/2fa/recovery-codes/generate/"),
+            ("totp-turn-off", "/accounts/2fa/totp/deactivate/"),
+            ("reauthenticate-with-a-code", "/accounts/2fa/reauthenticate/?next=/account/"),
+        ]:
+            self.go(path)
+            self.check_open_page(name)
+        self.signed_in_as = None  # from here, signing in again
 
         # The next sign-in asks for a code; a wrong one is refused, this step's is accepted.
         self.sign_out()
@@ -134,20 +138,32 @@ class SecondFactorTest(BrowserPages, PageChecks, LiveServerTestCase):
         self.click("Add a passkey")
         self.reauthenticate_if_asked()
         self.assertIn("/accounts/2fa/webauthn/add/", self.web.current_url)
+        self.assertEqual(self.web.find_element(By.ID, "id_name").get_attribute("value"), "")  # no "Master key"
         self.web.find_element(By.ID, "id_name").send_keys("Laptop")
         self.shot("passkey-add")
-        here = self.web.current_url
-        self.web.find_element(By.ID, "mfa_webauthn_add").click()
-        self.wait().until(lambda web: web.current_url != here)
+        # The page's script has the authenticator make the passkey, then submits the form.
+        self.to_next_page(self.web.find_element(By.ID, "mfa_webauthn_add").click)
         self.assertTrue(Authenticator.objects.filter(user=self.alice, type="webauthn").exists(), self.main_text())
         self.assertEqual(len(self.web.get_credentials()), 1)
+        self.go("/accounts/2fa/webauthn/")
+        self.assertEqual(self.web.find_element(By.CSS_SELECTOR, "ul.cards h2").text, "Laptop")
+        self.signed_in_as = "alice"
+        self.check_open_page("passkeys")
+        passkey = Authenticator.objects.get(user=self.alice, type="webauthn").pk
+        for name, path in [
+            ("passkey-rename", f"/accounts/2fa/webauthn/keys/{passkey}/edit/"),
+            ("passkey-remove", f"/accounts/2fa/webauthn/keys/{passkey}/remove/"),
+            ("reauthenticate-with-a-passkey", "/accounts/2fa/webauthn/reauthenticate/?next=/account/"),
+        ]:
+            self.go(path)
+            self.check_open_page(name)
+        self.signed_in_as = None
 
         self.sign_out()
         self.password_sign_in()
         self.assertIn("/accounts/2fa/authenticate/", self.web.current_url)
-        here = self.web.current_url
-        self.web.find_element(By.ID, "mfa_webauthn_authenticate").click()
-        self.wait().until(lambda web: web.current_url != here)
+        self.check_open_page("second-factor-asked-with-a-passkey")
+        self.to_next_page(self.web.find_element(By.ID, "mfa_webauthn_authenticate").click)
         self.assertTrue(self.web.current_url.endswith("/codex/"), self.web.current_url)
         self.go("/account/")
         self.assertIn("1 passkey", self.main_text())

@@ -1,4 +1,4 @@
-"""My codex in a real headless Chromium over uvicorn: sign in, search, read an entry with its
+"""My notebook in a real headless Chromium over uvicorn: sign in, search, read an entry with its
 history, export (a real download, streamed through ASGI), delete, and import the export back.
 Screenshots of each page land in var/screenshots/mycodex-*.png."""
 
@@ -8,7 +8,6 @@ import time
 from pathlib import Path
 
 from selenium.webdriver.common.by import By
-from selenium.webdriver.support import expected_conditions
 
 from notebook import services
 from notebook.models import Entry
@@ -62,9 +61,9 @@ class BrowserMyCodexTests(BrowserPages, LiveServerTestCase):
         self.save("r2", title="Groceries", content="Milk, eggs, STRASSE bread", tags=["home"])
         self.save("r3", content="An untitled thought about fish.")
 
-        # Sign in straight into My codex: newest first.
+        # Sign in straight into My notebook: newest first.
         self.sign_in()
-        self.assertEqual(self.web.find_element(By.TAG_NAME, "h1").text, "My codex")
+        self.assertEqual(self.web.find_element(By.TAG_NAME, "h1").text, "My notebook")
         titles = [h.text for h in self.web.find_elements(By.CSS_SELECTOR, "ol.entries h2")]
         self.assertEqual(titles, ["Untitled note", "Groceries", "Launch plan"])
         self.shot("list")
@@ -72,16 +71,16 @@ class BrowserMyCodexTests(BrowserPages, LiveServerTestCase):
         # Search: NFKC + casefold, as the tool does.
         box = self.web.find_element(By.ID, "id_q")
         box.send_keys("strasse")
-        self.web.find_element(By.CSS_SELECTOR, "form[role=search] button[type=submit]").click()
-        self.wait().until(expected_conditions.url_contains("q=strasse"))
+        self.to_next_page(self.web.find_element(By.CSS_SELECTOR, "form[role=search] button[type=submit]").click)
+        self.assertIn("q=strasse", self.web.current_url)
         titles = [h.text for h in self.web.find_elements(By.CSS_SELECTOR, "ol.entries h2")]
         self.assertEqual(titles, ["Groceries"])
         self.shot("search")
 
         # Open an entry: content as text, history with a diff.
         self.web.get(self.live.base_url + "/codex/?tag=launch")
-        self.web.find_element(By.LINK_TEXT, "Launch plan").click()
-        self.wait().until(expected_conditions.url_contains(f"/codex/entries/{plan.id}/"))
+        self.to_next_page(self.web.find_element(By.LINK_TEXT, "Launch plan").click, By.ID, "content")
+        self.assertIn(f"/codex/entries/{plan.id}/", self.web.current_url)
         self.assertIn("<script>alert('x')</script>", self.web.find_element(By.ID, "content").text)
         self.assertEqual(len(self.web.find_elements(By.CSS_SELECTOR, "section.revision")), 2)
         added = [e.text for e in self.web.find_elements(By.CSS_SELECTOR, ".diff ins")]
@@ -98,11 +97,13 @@ class BrowserMyCodexTests(BrowserPages, LiveServerTestCase):
 
         # Delete one entry after confirming.
         self.web.get(self.live.base_url + f"/codex/entries/{plan.id}/")
-        self.web.find_element(By.LINK_TEXT, "Delete this entry").click()
-        self.wait().until(expected_conditions.url_contains("/delete/"))
+        self.to_next_page(
+            self.web.find_element(By.LINK_TEXT, "Delete this note…").click, By.CSS_SELECTOR, "button.danger"
+        )
         self.shot("delete-confirm")
-        self.web.find_element(By.CSS_SELECTOR, "button.danger").click()
-        status = self.wait().until(expected_conditions.presence_of_element_located((By.CSS_SELECTOR, "[role=status]")))
+        status = self.to_next_page(
+            self.web.find_element(By.CSS_SELECTOR, "button.danger").click, By.CSS_SELECTOR, "[role=status]"
+        )
         self.assertIn("Deleted “Launch plan”", status.text)
         self.assertFalse(Entry.objects.filter(pk=plan.id).exists())
         self.shot("after-delete")
@@ -111,9 +112,12 @@ class BrowserMyCodexTests(BrowserPages, LiveServerTestCase):
         self.web.get(self.live.base_url + "/codex/import/")
         self.assertIn("32.0 MB", self.web.find_element(By.TAG_NAME, "main").text)
         self.web.find_element(By.ID, "id_file").send_keys(str(exported))
-        self.web.find_element(By.CSS_SELECTOR, "button.primary[type=submit]").click()
-        status = self.wait().until(expected_conditions.presence_of_element_located((By.CSS_SELECTOR, "[role=status]")))
-        self.assertIn("Imported 1 of 3 entries. 2 were already in your codex", status.text)
+        status = self.to_next_page(
+            self.web.find_element(By.CSS_SELECTOR, "button.primary[type=submit]").click,
+            By.CSS_SELECTOR,
+            "[role=status]",
+        )
+        self.assertIn("Imported 1 of 3 notes. 2 were already in your notebook", status.text)
         self.shot("import")
         self.assertEqual(Entry.objects.get(pk=plan.id).revision, 2)
 

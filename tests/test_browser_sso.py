@@ -17,6 +17,10 @@ from tests.oauth_helpers import authorization_url, pkce_pair, register_client
 from tests.oidc import OIDCProvider, sso_settings
 from tests.served import free_port
 
+# What every page of this site shows and no page of the provider's does: the header's site name.
+OUR_PAGE = "header.site a.brand"
+# What every page on the way shows once it has loaded: the provider's heading, or this site's header.
+ANY_PAGE = f"h1, {OUR_PAGE}"
 CLIENT_ID = "agent-codex"
 CLIENT_SECRET = "agent-codex-test-secret"
 
@@ -66,44 +70,37 @@ class SingleSignOnTest(BrowserPages, PageChecks, LiveServerTestCase):
 
     def through_provider(self, login: str, start: str = "/codex/", button: str = "Sign in with Acme") -> None:
         """From ``start`` to the sign-in page, the provider's button, the provider's own sign-in
-        (as ``login``) and consent, and back."""
+        (as ``login``) and consent, and back: it returns once a page of this site shows, told
+        from the provider's by what it shows (this site's header), never by its URL. Each step
+        waits for the page it left to be replaced (BrowserPages.to_next_page): a test once read
+        the provider's "Sign-in" heading after a wait on the URL had decided the browser was back."""
         self.web.get(self.live.base_url + start)
-        self.wait().until(expected_conditions.url_contains("/accounts/login/"))
-        self.web.find_element(By.XPATH, f"//button[normalize-space()='{button}']").click()
-        # The provider's own sign-in (unless it remembers this browser) and consent pages.
+        provider = self.wait_for_page_showing(By.XPATH, f"//button[normalize-space()='{button}']")
+        self.to_next_page(provider.click, By.CSS_SELECTOR, ANY_PAGE)
+        self.through_provider_pages(login)
+
+    def through_provider_pages(self, login: str = "", done: tuple[str, str] = (By.CSS_SELECTOR, OUR_PAGE)) -> None:
+        """On the provider's pages (unless it remembers this browser): sign in as ``login`` where
+        asked, consent, until a page shows ``done``."""
         for _ in range(4):
-            self.wait().until(self._page_to_act_on)
-            if not self.web.current_url.startswith(self.provider.issuer):
+            if self.web.find_elements(*done):
                 return
+            self.assertFalse(self.web.find_elements(By.CSS_SELECTOR, OUR_PAGE), self.web.current_url)
             logins = self.web.find_elements(By.NAME, "login")
             if logins:
                 logins[0].send_keys(login)
                 self.web.find_element(By.NAME, "password").send_keys("any")
-            self.web.find_element(By.CSS_SELECTOR, "form button[type=submit]").click()
-            self.wait().until(lambda web: web.execute_script("return document.readyState") == "complete")
+            submit = self.web.find_element(By.CSS_SELECTOR, "form button[type=submit]")
+            self.to_next_page(submit.click, By.CSS_SELECTOR, ANY_PAGE)
         raise AssertionError(f"still at the provider: {self.web.current_url}")
 
-    def _page_to_act_on(self, web) -> bool:
-        from selenium.common.exceptions import WebDriverException
-
-        try:
-            if web.execute_script("return document.readyState") != "complete":
-                return False
-            url = web.current_url
-            if url.startswith(self.provider.issuer):
-                return bool(web.find_elements(By.CSS_SELECTOR, "form button[type=submit]"))
-            return url.startswith(self.live.base_url) and ("/accounts/oidc/" not in url or "/callback/" in url)
-        except WebDriverException:
-            return False
-
     def sign_out(self) -> None:
-        self.web.find_element(By.CSS_SELECTOR, "header form button").click()
-        self.wait().until(expected_conditions.presence_of_element_located((By.LINK_TEXT, "Sign in")))
+        self.to_next_page(self.web.find_element(By.CSS_SELECTOR, "header form button").click, By.LINK_TEXT, "Sign in")
 
     def test_a_new_person_gets_an_account_and_a_returning_one_the_same(self) -> None:
         self.through_provider("ada@acme.test")
         self.assertTrue(self.web.current_url.endswith("/codex/"), self.web.current_url)
-        self.assertIn("Your codex is empty", self.web.find_element(By.TAG_NAME, "main").text)
+        self.assertIn("Your notebook is empty", self.web.find_element(By.TAG_NAME, "main").text)
         ada = get_user_model().objects.get(email="ada@acme.test")
         self.assertFalse(ada.has_usable_password())
         self.assertEqual(SocialAccount.objects.get(user=ada).uid, "ada@acme.test")
@@ -116,12 +113,24 @@ class SingleSignOnTest(BrowserPages, PageChecks, LiveServerTestCase):
         self.assertIn("through Acme", self.web.find_element(By.TAG_NAME, "main").text)
         self.shot("account")
 
+    def test_the_page_that_asks_before_going_to_the_provider_goes_there(self) -> None:
+        # A link straight to a provider's sign-in (not the sign-in page's button) asks first; its
+        # form's answer redirects to the provider, which its Content-Security-Policy must allow.
+        self.web.get(self.live.base_url + "/accounts/oidc/acme/login/?next=/codex/")
+        self.assertEqual(self.web.find_element(By.TAG_NAME, "h1").text, "Sign in with Acme?")
+        self.to_next_page(
+            self.web.find_element(By.XPATH, "//button[normalize-space()='Continue']").click, By.CSS_SELECTOR, ANY_PAGE
+        )
+        self.assertFalse(self.web.find_elements(By.CSS_SELECTOR, OUR_PAGE), self.web.current_url)
+        self.assertTrue(self.web.current_url.startswith(self.provider.issuer), self.web.current_url)
+        self.assertEqual(self.web.execute_script("return window.__policyViolations || []"), [])
+
     def test_a_domain_not_allowed_is_refused_and_makes_no_account(self) -> None:
         self.through_provider("eve@elsewhere.test")
         self.assertIn("refused", self.web.find_element(By.TAG_NAME, "h1").text)
         self.assertIn("@acme.test", self.web.find_element(By.CSS_SELECTOR, "[role=alert]").text)
         self.shot("wrong-domain")
-        self.check_open_page("refused")
+        self.check_open_page("refused")  # signed out (PageChecks.signed_in_as is None)
         self.through_provider("unverified-mallory@acme.test")
         self.assertIn("refused", self.web.find_element(By.TAG_NAME, "h1").text)
         self.assertFalse(get_user_model().objects.exclude(username="").exists())
@@ -154,9 +163,10 @@ class SingleSignOnTest(BrowserPages, PageChecks, LiveServerTestCase):
     def test_a_provider_that_is_down_gets_a_page_that_says_so(self) -> None:
         self.configure(self.acme(issuer=f"http://127.0.0.1:{free_port()}"))
         self.web.get(self.live.base_url + "/accounts/login/")
-        self.web.find_element(By.XPATH, "//button[normalize-space()='Sign in with Acme']").click()
-        self.wait().until(expected_conditions.presence_of_element_located((By.TAG_NAME, "h1")))
-        self.assertIn("could not be used", self.web.find_element(By.TAG_NAME, "h1").text)
+        heading = self.to_next_page(
+            self.web.find_element(By.XPATH, "//button[normalize-space()='Sign in with Acme']").click, By.TAG_NAME, "h1"
+        )
+        self.assertIn("could not be used", heading.text)
         self.shot("provider-down")
 
     def test_a_single_sign_on_account_is_deleted_after_signing_in_again_with_the_provider(self) -> None:
@@ -175,19 +185,15 @@ class SingleSignOnTest(BrowserPages, PageChecks, LiveServerTestCase):
         self.web.get(self.live.base_url + "/account/delete/")
         self.assertIn("Sign in again", self.web.find_element(By.TAG_NAME, "h1").text)
         self.shot("sign-in-again")
+        self.signed_in_as = user.username
         self.check_open_page("sign-in-again")
-        self.web.find_element(By.XPATH, "//button[normalize-space()='Sign in again with Acme']").click()
+        self.to_next_page(
+            self.web.find_element(By.XPATH, "//button[normalize-space()='Sign in again with Acme']").click,
+            By.CSS_SELECTOR,
+            ANY_PAGE,
+        )
         # Through the provider (which remembers this browser; its consent page may ask again) and back.
-        for _ in range(4):
-            self.wait().until(
-                lambda web: (
-                    web.find_elements(By.ID, "id_confirmation")
-                    or (web.current_url.startswith(self.provider.issuer) and self._page_to_act_on(web))
-                )
-            )
-            if self.web.find_elements(By.ID, "id_confirmation"):
-                break
-            self.web.find_element(By.CSS_SELECTOR, "form button[type=submit]").click()
+        self.through_provider_pages(done=(By.ID, "id_confirmation"))
         self.assertIn("/account/delete/", self.web.current_url)
         self.web.find_element(By.ID, "id_confirmation").send_keys(user.username)
         self.web.find_element(By.CSS_SELECTOR, "main form button.danger").click()

@@ -5,8 +5,8 @@ is offered its notes to review. Screenshots land in var/screenshots/writers-*.pn
 
 from typing import Any
 
+from oauth2_provider.models import AccessToken
 from selenium.webdriver.common.by import By
-from selenium.webdriver.support import expected_conditions
 
 from notebook.models import Entry
 from tests.base import connect_application
@@ -65,8 +65,7 @@ class BrowserWritersTests(BrowserPages, LiveServerTestCase):
         self.shot("entry")
 
         # Following the writer's name lists everything that application wrote.
-        self.web.find_element(By.CSS_SELECTOR, "p.meta a.writer[href*='app=']").click()
-        self.wait().until(expected_conditions.url_contains("app="))
+        self.to_next_page(self.web.find_element(By.CSS_SELECTOR, "p.meta a.writer[href*='app=']").click)
         self.assertIn("Showing notes written by Desktop assistant", self.web.find_element(By.TAG_NAME, "main").text)
         self.assertEqual(self.titles(), ["Trip plan", "Groceries"])  # newest first
         self.shot("filtered-desktop")
@@ -76,21 +75,27 @@ class BrowserWritersTests(BrowserPages, LiveServerTestCase):
 
         # The connected-applications page counts what each wrote and links to it.
         self.web.get(self.live.base_url + "/account/clients/")
-        rows = {
-            row.find_element(By.TAG_NAME, "th").text: row.text
-            for row in self.web.find_elements(By.CSS_SELECTOR, "tbody tr")
+        cards = {
+            card.find_element(By.TAG_NAME, "h2").text: card
+            for card in self.web.find_elements(By.CSS_SELECTOR, "ul.cards > li")
         }
-        self.assertIn("2 notes: created 1, last changed 2", rows["Coding agent"])
-        self.assertIn("2 notes: created 2, last changed 1", rows["Desktop assistant"])
+        self.assertIn("2 notes: it created 1 and made the latest change to 2", cards["Coding agent"].text)
+        self.assertIn("2 notes: it created 2 and made the latest change to 1", cards["Desktop assistant"].text)
         self.shot("clients")
 
-        # Revoking the coding agent keeps its notes and offers to review them.
-        self.web.find_element(By.CSS_SELECTOR, "button[aria-label='Revoke access for Coding agent']").click()
-        self.wait().until(expected_conditions.url_contains("revoked="))
-        notice = self.web.find_element(By.CSS_SELECTOR, ".notice").text
+        # Revoking the coding agent asks first, keeps its notes and offers to review them.
+        confirm = self.to_next_page(
+            cards["Coding agent"].find_element(By.PARTIAL_LINK_TEXT, "Revoke").click,
+            By.CSS_SELECTOR,
+            "main button.danger",
+        )
+        self.assertEqual(self.web.find_element(By.TAG_NAME, "h1").text, "Revoke access for Coding agent?")
+        self.assertTrue(AccessToken.objects.filter(application=self.coding).exists())  # asking revoked nothing
+        self.shot("revoke")
+        notice = self.to_next_page(confirm.click, By.CSS_SELECTOR, ".messages [role=status]").text
         self.assertIn("Revoked Coding agent", notice)
         self.shot("revoked")
-        self.web.find_element(By.LINK_TEXT, "review the 2 notes it wrote").click()
-        self.wait().until(expected_conditions.url_contains("app="))
+        self.to_next_page(self.web.find_element(By.LINK_TEXT, "review the 2 notes it wrote").click)
+        self.assertIn("app=", self.web.current_url)
         self.assertEqual(self.titles(), ["Build notes", "Trip plan"])
         self.assertEqual(Entry.objects.count(), 3)

@@ -77,8 +77,8 @@ class ContentSecurityPolicyTest(TestCase):
             directives(self.client.get("/accounts/login/")["Content-Security-Policy"])["form-action"], ["'self'"]
         )
         self.client.force_login(self.operator)
-        consent = self.client.get("/o/authorize/?client_id=no-such-client&response_type=code")
-        self.assertNotIn("form-action", directives(consent["Content-Security-Policy"]))
+        refused = self.client.get("/o/authorize/?client_id=no-such-client&response_type=code")
+        self.assertEqual(directives(refused["Content-Security-Policy"])["form-action"], ["'self'"])
 
     def test_the_sign_in_pages_forms_may_lead_to_each_providers_origin(self) -> None:
         from django.test import override_settings

@@ -32,7 +32,8 @@ class ErrorPagesTest(TestCase):
                 self.assert_site_page(self.client.get("/no-such-page/"), 404, "This page does not exist")
                 self.client.force_login(self.alice)
                 missing_entry = self.client.get(f"/codex/entries/{uuid.uuid4()}/")
-                self.assert_site_page(missing_entry, 404, "My codex")
+                # Signed in, the error page's header says so (it did not: "a 404 looks signed out").
+                self.assert_site_page(missing_entry, 404, "My notebook", "Signed in as </span>alice", ">Sign out<")
                 self.client.logout()
 
     def test_api_paths_keep_json_errors(self) -> None:

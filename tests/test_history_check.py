@@ -87,10 +87,14 @@ class Story:
             summaries.append(summary)
         return self.call("search", {}, entries=summaries)
 
-    def fault(self, name: str, start: float, end: float, heal: float | None = None) -> None:
+    def fault(
+        self, name: str, start: float, end: float, heal: float | None = None, gap_limit: float | None = None
+    ) -> None:
         record = {"op": "fault", "name": name, "start": start, "end": end}
         if heal is not None:
             record["heal"] = heal
+        if gap_limit is not None:
+            record["gap_limit"] = gap_limit
         self.history.append(record)
 
     def node(self) -> dict:
@@ -316,6 +320,22 @@ class PlantedViolationTest(SimpleTestCase):
         shorter.history = [r for r in shorter.history if r["op"] != "fault"]
         shorter.fault("primary partitioned", 105.0, 125.0)  # over 24.9 s after the last acknowledgement
         self.assertEqual(violated(history_check.check(shorter.history, shorter.final())), set())
+
+    def test_a_fault_that_names_a_tighter_limit_is_held_to_it(self) -> None:
+        story = clean_story()
+        story.clock = 100.0
+        story.save("r3", "33333333-3333-4333-8333-333333333333", "save r3 n9")
+        story.clock = 121.0  # 21 s after the first one's answer: within 30 s, past 20 s
+        story.save("r4", "44444444-4444-4444-8444-444444444444", "save r4 n10")
+        story.fault("synchronous standby silent after a failover", 100.5, 130.0, gap_limit=20.0)
+        report = history_check.check(story.history, story.final())
+        self.assertEqual(violated(report), {"write_gaps"})
+        self.assertIn("limit 20 s", report.violations["write_gaps"][0])
+
+        default = copy.deepcopy(story)
+        default.history = [r for r in default.history if r["op"] != "fault"]
+        default.fault("primary partitioned", 100.5, 130.0)
+        self.assertEqual(violated(history_check.check(default.history, default.final())), set())
 
     def test_a_fault_with_a_heal_must_resume_within_the_limit_of_it(self) -> None:
         story = clean_story()

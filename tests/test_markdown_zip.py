@@ -40,7 +40,7 @@ class MarkdownZipExportTest(NotebookTestCase):
         self.assertEqual(response["Content-Type"], "application/zip")
         self.assertEqual(response["Cache-Control"], "no-store")
         self.assertRegex(
-            response["Content-Disposition"], r'^attachment; filename="codex-alice-\d{8}-\d{6}\.markdown\.zip"$'
+            response["Content-Disposition"], r'^attachment; filename="alice-notebook-\d{8}-\d{6}\.markdown\.zip"$'
         )
         archive = zipfile.ZipFile(io.BytesIO(streamed(response)))
         self.assertIsNone(archive.testzip())

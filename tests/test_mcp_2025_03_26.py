@@ -2,14 +2,13 @@
 schemas), its JSON-RPC batches, and, in every version, JSON-RPC mistakes answered in words a
 client author can act on instead of the SDK's validation dump."""
 
+import dataclasses
 import json
 from unittest import mock
 
 from authserver.tokens import revoke_tokens
-from mcp_endpoint import http
-from mcp_endpoint.auth import check_bearer_token
 from mcp_endpoint.batches import MAX_BATCH_MESSAGES
-from mcp_endpoint.tools import TOOLS
+from mcp_endpoint.tools import TOOLS, TOOLS_BY_NAME
 from notebook.models import Entry
 from tests.http_client import LEGACY, MODERN, OLDEST, post, rpc_body
 from tests.live import LiveServerTestCase
@@ -171,15 +170,29 @@ class BatchTest(EraTestCase):
         self.assertEqual(Entry.objects.count(), 0)
 
     def test_each_call_of_a_batch_checks_its_token_afresh(self) -> None:
-        # The token is revoked after the guard's check and before the calls run: the guard is
-        # made to accept it as it did a moment earlier.
-        accepted = check_bearer_token(self.token)
-        revoke_tokens(user=self.alice)
-        batch = [call_body(SEARCH, {}, request_id=1), call_body(SAVE, {"requestId": "r", "entry": {"content": "c"}})]
-        with mock.patch.object(http, "_check_token", return_value=(None, accepted), autospec=True):
-            answers = self.send(batch, version=OLDEST).json()
-        self.assertEqual(len(answers), 2)
-        for answer in answers:
+        # The batch's first call passes its check and runs; its service then revokes the token,
+        # and each later call's own check refuses it (a notebook error: the request's first
+        # check had passed), before its service runs.
+        search = TOOLS_BY_NAME[SEARCH]
+
+        def search_then_revoke(*args):
+            try:
+                return search.adapter(*args)
+            finally:
+                revoke_tokens(user=self.alice, by="operator")
+
+        revoking = {SEARCH: dataclasses.replace(search, adapter=search_then_revoke)}
+        batch = [
+            call_body(SEARCH, {}, request_id=1),
+            call_body(SAVE, {"requestId": "r", "entry": {"content": "c"}}, request_id=2),
+            call_body(SEARCH, {}, request_id=3),
+        ]
+        with mock.patch.dict(TOOLS_BY_NAME, revoking):
+            response = self.send(batch, version=OLDEST)
+        self.assertEqual(response.status_code, 200, response.text)
+        first, *later = response.json()
+        self.assertFalse(first["result"]["isError"], first)
+        for answer in later:
             self.assertTrue(answer["result"]["isError"])
             self.assertEqual(json.loads(answer["result"]["content"][0]["text"])["error"]["code"], "unauthenticated")
         self.assertEqual(Entry.objects.count(), 0)

@@ -214,17 +214,16 @@ class ProtocolVersionTest(LiveServerTestCase):
         self.assertIn("2026-07-28", response.json()["result"]["supportedVersions"])
 
     def test_an_mcp_name_header_that_disagrees_with_the_body_cannot_dodge_the_scope_check(self) -> None:
-        read_only = self.token_for(get_user_model().objects.get(username="alice"), scopes=["notes:read"])
+        alice = get_user_model().objects.get(username="alice")
         body = rpc_body("tools/call", {"name": "field_notes_save", "arguments": SAVE_ARGS}, version=MODERN)
-        response = post(
-            self.mcp_url,
-            body,
-            token=read_only,
-            version=MODERN,
-            headers={"Mcp-Method": "tools/call", "Mcp-Name": "field_notes_search"},
-        )
-        # The guard checks the header's tool (search: allowed); the SDK then refuses the
-        # body that names another tool, before any handler runs.
+        forged = {"Mcp-Method": "tools/call", "Mcp-Name": "field_notes_search"}
+        # The scopes are the body's call's: the guard never reads Mcp-Name.
+        read_only = self.token_for(alice, scopes=["notes:read"])
+        response = post(self.mcp_url, body, token=read_only, version=MODERN, headers=forged)
+        self.assertEqual(response.status_code, 403, response.text)
+        self.assertIn("notes:write", response.headers["www-authenticate"])
+        # With every scope, the SDK refuses the body that names another tool, before any handler runs.
+        response = post(self.mcp_url, body, token=self.token, version=MODERN, headers=forged)
         self.assertEqual(response.status_code, 400, response.text)
         self.assertIn("mcp-name header does not match", response.json()["error"]["message"])
         self.assertFalse(Entry.objects.exists())

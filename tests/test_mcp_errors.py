@@ -46,7 +46,7 @@ class TokenCheckOutageTest(LiveServerTestCase):
     def test_a_database_outage_during_the_token_check_is_503_not_500(self) -> None:
         token = self.token_for(self.make_user("alice"))
         with (
-            # Whoever checks (the guard or, for a single call, the tool handler) logs the outage.
+            # The request's check (the tool handler's, or the guard's) logs the outage.
             mock.patch("mcp_endpoint.auth.check_token_checksum", side_effect=OperationalError("db down")),
             self.assertLogs("mcp_endpoint", "WARNING"),
         ):

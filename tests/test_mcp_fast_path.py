@@ -16,18 +16,17 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 from django.test import SimpleTestCase, TransactionTestCase, override_settings
 from django.test.utils import CaptureQueriesContext
-from oauth2_provider.models import get_access_token_model, get_application_model
+from oauth2_provider.models import get_access_token_model
 
 from authserver import ratelimit
 from authserver.tokens import mint_access_token
 from mcp_endpoint import auth
 from mcp_endpoint import server as mcp_server
+from mcp_endpoint.arguments import schema_violation
 from mcp_endpoint.auth import token_checksum
-from mcp_endpoint.results import Refusal
 from mcp_endpoint.versions import LATEST_HANDSHAKE_VERSION
 from notebook import services
-from notebook.exceptions import Conflict, InvalidArgument, NotFound, ResourceExhausted
-from notebook.models import Entry, EntryRevision, EntryTag
+from notebook.models import Entry, EntryTag
 from notebook.transactions import write_queue, write_transaction
 from notebook.validation import parse_entry_input
 from tests.base import STILL_MOMENT, last_use_already_written
@@ -157,22 +156,24 @@ class TokenChangedBetweenCallsTest(LiveServerTestCase):
         token = self.token_for(self.alice)
         with (
             mock.patch("mcp_endpoint.auth.check_token_checksum", side_effect=OperationalError("db down")),
-            self.assertLogs("mcp_endpoint.server", "WARNING"),
+            self.assertLogs("mcp_endpoint.auth", "WARNING"),
         ):
             response = call_tool(self.mcp_url, token, "field_notes_search", {}, version=MODERN)
         self.assertEqual(response.status_code, 503, response.text)
         self.assertEqual(response.headers["retry-after"], "5")
 
 
-def call_unchecked(raw_token: str, name: str, arguments: dict[str, Any]) -> Any:
-    """Run the tools/call handler as the guard leaves a single call: token not yet checked."""
+def call_unchecked(raw_token: str, name: str, arguments: dict[str, Any]) -> tuple[Any, auth.RequestToken]:
+    """Run the tools/call handler as the guard leaves a call: token not yet checked. The
+    result, and the request's token (its first check's outcome)."""
+    token = auth.RequestToken(token_checksum(raw_token))
     context = SimpleNamespace(
-        request=SimpleNamespace(scope={auth.TOKEN_SCOPE_KEY: token_checksum(raw_token)}),
+        request=SimpleNamespace(scope={auth.TOKEN_SCOPE_KEY: token}),
         request_id=None,
         protocol_version=LATEST_HANDSHAKE_VERSION,
     )
     params = types.CallToolRequestParams(name=name, arguments=arguments)
-    return types.CallToolResult.model_validate(asyncio.run(mcp_server.call_tool(context, params)))
+    return types.CallToolResult.model_validate(asyncio.run(mcp_server.call_tool(context, params))), token
 
 
 @override_settings(CODEX_TOOL_CALLS_PER_MINUTE=1_000_000)
@@ -201,7 +202,7 @@ class StatementsPerToolTest(TransactionTestCase):
     def statements(self, name: str, arguments: dict[str, Any]) -> list[str]:
         # The handler's work as its worker thread runs it, here on the test's connection.
         with CaptureQueriesContext(connection) as captured:
-            result = mcp_server._execute(name, arguments, token_checksum(self.token))
+            result = mcp_server._execute(name, arguments, auth.RequestToken(token_checksum(self.token)))
         self.assertIn("entry", result)
         # Transaction control is not a statement of the tool's own.
         return [
@@ -251,7 +252,7 @@ class StatementsPerToolTest(TransactionTestCase):
     def test_a_replayed_save_returns_the_entry(self) -> None:
         arguments = {"requestId": "seed", "entry": {"content": "seed", "tags": ["a"]}}
         with CaptureQueriesContext(connection):
-            result = call_unchecked(self.token, "field_notes_save", arguments)
+            result, _token = call_unchecked(self.token, "field_notes_save", arguments)
         self.assertEqual(success_of(result)["entry"]["id"], str(self.entry.id))
         self.assertEqual(Entry.objects.count(), 1)
 
@@ -276,7 +277,7 @@ class ReadAheadTest(TransactionTestCase):
         )
 
     def get(self, token: str, entry_id: str) -> Any:
-        return call_unchecked(token, "field_notes_get", {"id": entry_id})
+        return call_unchecked(token, "field_notes_get", {"id": entry_id})[0]
 
     def test_the_tokens_own_entry_is_read(self) -> None:
         token = mint_access_token(user=self.alice, scopes=["notes:read"], lifetime=dt.timedelta(hours=1))
@@ -301,8 +302,8 @@ class ReadAheadTest(TransactionTestCase):
             with self.subTest(status=status, deactivated=before is not None):
                 if before is not None:
                     before()
-                result = self.get(token, str(self.bobs.id))
-                self.assertEqual(result.meta[auth.REFUSAL_META]["status"], status)
+                result, checked = call_unchecked(token, "field_notes_get", {"id": str(self.bobs.id)})
+                self.assertEqual(checked.first.status, status)
                 self.assertNotIn("secret", result.model_dump_json())
 
     def test_a_user_without_a_codex_yet_gets_not_found(self) -> None:
@@ -320,171 +321,44 @@ class ReadAheadTest(TransactionTestCase):
         self.assertNotIn("notebook_entry", " ".join(query["sql"] for query in captured.captured_queries))
 
 
-def writes_confirm_tokens() -> bool:
-    return services.writes_take_preconditions()
-
-
 @override_settings(CODEX_TOOL_CALLS_PER_MINUTE=1_000_000)
-class TokenConfirmedByTheWriteTest(TransactionTestCase):
-    """A write whose token this process last accepted carries the check in its own statement
-    (``authserver.token_check.HeldGrant``, on PostgreSQL's one-statement writes): whatever
-    changed about the token since, the call gets the refusal a check gives, and writes nothing."""
+class ArgumentsCheckedOnceTest(TransactionTestCase):
+    """A call's arguments are checked against its tool's schema once, whatever the call, and
+    only once its token has passed."""
 
     def setUp(self) -> None:
-        self.alice = get_user_model().objects.create_user("alice")
-        services.codex_for_user(user=self.alice)
-        self.token = mint_access_token(user=self.alice, scopes=BOTH, lifetime=dt.timedelta(hours=1))
-        self.checksum = token_checksum(self.token)
-        # A first call checks the token apart and holds its grant (its user has a codex).
-        self.entry_id = self.save("first")["entry"]["id"]
-
-    def save(self, request_id: str, content: str = "a note") -> Any:
-        return mcp_server._execute(
-            "field_notes_save", {"requestId": request_id, "entry": {"content": content}}, self.checksum
-        )
-
-    def update(self, revision: int, content: str) -> Any:
-        arguments = {"id": self.entry_id, "expectedRevision": revision, "entry": {"content": content}}
-        return mcp_server._execute("field_notes_update", arguments, self.checksum)
-
-    def stored(self):
-        return AccessToken.objects.filter(token_checksum=self.checksum)
-
-    def test_a_held_write_is_one_statement_check_included(self) -> None:
-        if not writes_confirm_tokens():
-            self.skipTest("the one-statement writes are PostgreSQL's")
-        self.assertIsNotNone(auth.held_grant(self.checksum, BOTH))
-        for name, work in (("save", lambda: self.save("second")), ("update", lambda: self.update(1, "changed"))):
-            with self.subTest(name), CaptureQueriesContext(connection) as captured:
-                self.assertIn("entry", work())
-            self.assertEqual(len(captured.captured_queries), 1, [q["sql"] for q in captured.captured_queries])
-
-    def test_each_change_to_the_token_is_refused_as_a_check_refuses_it_and_nothing_is_written(self) -> None:
-        User = get_user_model()
-        past = dt.datetime(2020, 1, 1, tzinfo=dt.UTC)
-        changes = [
-            ("revoked", lambda: self.stored().delete(), 401, "not recognized"),
-            ("expired", lambda: self.stored().update(expires=past), 401, "has expired"),
-            ("rebound", lambda: self.stored().update(resource=["https://elsewhere.example/mcp"]), 401, "not issued"),
-            ("deactivated", lambda: User.objects.filter(pk=self.alice.pk).update(is_active=False), 401, "cannot use"),
-            ("read only", lambda: self.stored().update(scope="notes:read"), 403, "notes:write"),
+        alice = get_user_model().objects.create_user("alice")
+        self.token = mint_access_token(user=alice, scopes=BOTH, lifetime=dt.timedelta(hours=1))
+        entry_id = str(call_unchecked(self.token, "field_notes_save", SAVE_ARGS)[0].structured_content["entry"]["id"])
+        self.calls = [
+            ("field_notes_save", {"requestId": "r2", "entry": {"content": "x"}}),
+            ("field_notes_save", SAVE_ARGS),  # a replay
+            ("field_notes_get", {"id": entry_id}),
+            ("field_notes_search", {"tag": "a"}),
+            ("field_notes_update", {"id": entry_id, "expectedRevision": 1, "entry": {"content": "y"}}),
+            ("field_notes_update", {"id": entry_id, "expectedRevision": 1, "entry": {"content": "y"}}),  # a conflict
+            ("field_notes_save", {"requestId": 5}),
+            ("field_notes_get", {"id": "not-a-uuid"}),
         ]
-        for name, change, status, words in changes:
-            for tool in ("save", "update"):
-                with self.subTest(name, tool=tool):
-                    self.setUp_again()
-                    change()
-                    revisions = EntryRevision.objects.count()
-                    refused = self.save("after") if tool == "save" else self.update(1, "after")
-                    self.assertIsInstance(refused, Refusal)
-                    self.assertEqual(refused.status, status)
-                    self.assertIn(words, refused.description)
-                    self.assertEqual(Entry.objects.count(), 1)
-                    self.assertEqual(EntryRevision.objects.count(), revisions)
-                    self.assertEqual(Entry.objects.get().revision, 1)
 
-    def setUp_again(self) -> None:
-        """A fresh user, token and first save (whose grant is held), for each change."""
-        Entry.objects.all().delete()
-        AccessToken.objects.all().delete()
-        get_user_model().objects.all().delete()
-        self.setUp()
+    def test_each_call_checks_its_arguments_once(self) -> None:
+        for name, arguments in self.calls:
+            with (
+                self.subTest(name, arguments=arguments),
+                mock.patch.object(mcp_server, "schema_violation", wraps=schema_violation) as checked,
+            ):
+                call_unchecked(self.token, name, arguments)
+                self.assertEqual(checked.call_count, 1)
 
-    def test_a_renamed_application_is_recorded_as_it_is_named_now(self) -> None:
-        get_application_model().objects.update(name="Renamed client")
-        self.save("second")
-        self.update(1, "changed")
-        since = EntryRevision.objects.exclude(entry_id=self.entry_id, revision=1)
-        self.assertEqual(list(since.values_list("writer_name", flat=True)), ["Renamed client"] * 2)
-
-    def test_a_replayed_save_returns_its_entry_once(self) -> None:
-        again = self.save("first")
-        self.assertEqual(again["entry"]["id"], self.entry_id)
-        self.assertEqual(Entry.objects.count(), 1)
-        with self.assertRaises(Conflict):
-            self.save("first", "other input")
-        self.assertEqual(Entry.objects.count(), 1)
-
-    def test_the_contracts_answers_stand(self) -> None:
-        # A conflict, a missing entry and a full codex, each from the write that confirms the token.
-        self.assertIn("entry", self.update(1, "second revision"))
-        with self.assertRaises(Conflict):
-            self.update(1, "stale")
-        with self.assertRaises(NotFound):
-            mcp_server._execute(
-                "field_notes_update",
-                {"id": str(uuid.uuid4()), "expectedRevision": 1, "entry": {"content": "x"}},
-                self.checksum,
-            )
-        with override_settings(CODEX_QUOTA_ENTRIES=1), self.assertRaises(ResourceExhausted):
-            self.save("past the quota")
-        with self.assertRaises(InvalidArgument):
-            mcp_server._execute("field_notes_save", {"requestId": "r", "entry": {"content": 5}}, self.checksum)
-        self.assertEqual(Entry.objects.count(), 1)
-
-    def test_each_call_is_counted_once_against_the_rate_limit(self) -> None:
-        # Two calls a minute: the first (checked apart) passes, and so does the second, whose
-        # write finds the token changed (its application renamed) and is checked apart after
-        # all; the third is refused.
-        token = mint_access_token(user=self.alice, scopes=BOTH, lifetime=dt.timedelta(hours=1))
-        checksum = token_checksum(token)
-        arguments = {"requestId": "limited", "entry": {"content": "x"}}
-        with override_settings(CODEX_TOOL_CALLS_PER_MINUTE=2), one_rate_window():
-            self.assertIn("entry", mcp_server._execute("field_notes_save", arguments, checksum))
-            get_application_model().objects.update(name="Renamed client")
-            self.assertIn("entry", mcp_server._execute("field_notes_save", arguments, checksum))
-            with self.assertRaises(ResourceExhausted):
-                mcp_server._execute("field_notes_save", arguments, checksum)
-
-    def test_concurrent_identical_saves_of_a_held_token_make_one_entry(self) -> None:
-        if connection.vendor != "postgresql":
-            self.skipTest("threads share one database on PostgreSQL (tests.test_concurrency)")
-        results: list[Any] = []
-        barrier = threading.Barrier(4)
-
-        def save() -> None:
-            try:
-                barrier.wait()
-                results.append(self.save("together", "the same note")["entry"]["id"])
-            finally:
-                connection.close()
-
-        threads = [threading.Thread(target=save) for _ in range(4)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        self.assertEqual(len(results), 4)
-        self.assertEqual(len(set(results)), 1)
-        self.assertEqual(Entry.objects.filter(id=results[0]).count(), 1)
-        self.assertEqual(Entry.objects.count(), 2)
-
-    def test_an_answer_made_before_any_statement_checked_the_token_is_never_given(self) -> None:
-        # Arguments that pass the schema but not the service's own parsing are refused before
-        # any statement: the token is then checked apart, and its refusal wins.
-        self.stored().delete()
-        bad_id = {"id": "not-a-uuid", "expectedRevision": 1, "entry": {"content": "x"}}
-        for name, arguments in (("field_notes_update", bad_id), ("field_notes_search", {"cursor": "forged"})):
-            with self.subTest(name):
-                refused = mcp_server._execute(name, arguments, self.checksum)
-                self.assertIsInstance(refused, Refusal)
-                self.assertEqual(refused.status, 401)
-
-    def test_a_search_is_checked_apart_even_when_its_token_is_held(self) -> None:
-        # Its statements are planned on every call: the check's joins would cost more there
-        # than the round trip they save (notebook.sql.preconditions).
-        with CaptureQueriesContext(connection) as captured:
-            self.assertIn("entries", mcp_server._execute("field_notes_search", {"tag": "x"}, self.checksum))
-        self.assertEqual(len(captured.captured_queries), 2)
-        self.assertNotIn("precondition", " ".join(query["sql"] for query in captured.captured_queries))
-
-    @override_settings(CODEX_FAST_PATH=False)
-    def test_the_plain_path_holds_no_grant(self) -> None:
-        token = mint_access_token(user=self.alice, scopes=BOTH, lifetime=dt.timedelta(hours=1))
-        mcp_server._execute(
-            "field_notes_save", {"requestId": "plain", "entry": {"content": "x"}}, token_checksum(token)
-        )
-        self.assertIsNone(auth.held_grant(token_checksum(token), BOTH))
+    def test_a_refused_token_gets_no_argument_checked(self) -> None:
+        for name, arguments in self.calls:
+            with (
+                self.subTest(name, arguments=arguments),
+                mock.patch.object(mcp_server, "schema_violation", wraps=schema_violation) as checked,
+            ):
+                _result, token = call_unchecked("made-up-token", name, arguments)
+                self.assertEqual(token.first.status, 401)
+                self.assertEqual(checked.call_count, 0)
 
 
 class BatchedRateLimitTest(SimpleTestCase):

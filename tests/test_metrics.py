@@ -188,7 +188,7 @@ class MetricsAfterKnownCallsTest(LiveServerTestCase):
             call_tool(self.mcp_url, token, "field_notes_get", missing)
         with (
             mock.patch("mcp_endpoint.auth.check_token_checksum", side_effect=outage),
-            self.assertLogs("mcp_endpoint.server", "WARNING"),
+            self.assertLogs("mcp_endpoint.auth", "WARNING"),
         ):
             self.assertEqual(call_tool(self.mcp_url, token, "field_notes_search", {}).status_code, 503)
         limited = self.token_for(self.make_user("bob"))

@@ -1,6 +1,7 @@
 """The authorization server over real HTTP: metadata, consent, and every refusal the issue lists."""
 
 import datetime as dt
+import re
 
 import httpx2
 from django.core.cache import cache
@@ -87,7 +88,6 @@ class MetadataTest(OAuthServerTestCase):
                 "authorization_endpoint": o + "/authorize/",
                 "token_endpoint": o + "/token/",
                 "revocation_endpoint": o + "/revoke_token/",
-                "introspection_endpoint": o + "/introspect/",
                 "registration_endpoint": o + "/register/",
                 "response_types_supported": ["code"],
                 "grant_types_supported": ["authorization_code", "refresh_token"],
@@ -108,8 +108,15 @@ class MetadataTest(OAuthServerTestCase):
                     "ES512",
                 ],
                 "revocation_endpoint_auth_methods_supported": [*secret_methods, "private_key_jwt"],
-                "introspection_endpoint_auth_methods_supported": secret_methods,
             },
+        )
+
+    @override_settings(CODEX_INTROSPECTION_CLIENTS=["resource-server"])
+    def test_introspection_is_advertised_once_a_resource_server_is_provisioned(self) -> None:
+        metadata = httpx2.get(self.base + "/.well-known/oauth-authorization-server/o").json()
+        self.assertEqual(metadata["introspection_endpoint"], self.issuer + "/introspect/")
+        self.assertEqual(
+            metadata["introspection_endpoint_auth_methods_supported"], ["client_secret_basic", "client_secret_post"]
         )
 
     def test_the_issuer_is_byte_identical_to_the_resource_metadata(self) -> None:
@@ -170,7 +177,11 @@ class ConsentTest(OAuthServerTestCase):
         page = self.browser.http.get(self.base + "/account/clients/")
         self.assertIn("Test agent", page.text)
         self.assertIn("Read your notes, Write your notes", page.text)
-        form = next(f for f in forms_of(page.text) if f["action"] and "/revoke/" in f["action"])
+        # Revoking asks first: the list links to a page whose form revokes.
+        link = re.search(r'href="(/account/clients/\d+/revoke/)"', page.text).group(1)
+        asked = self.browser.http.get(self.base + link)
+        self.assertEqual(self.mcp_status(tokens["access_token"]), 200)  # asking revoked nothing
+        form = next(f for f in forms_of(asked.text) if f["action"] == link)
         response = self.browser.http.post(self.base + form["action"], data=form["fields"])
         self.assertEqual(response.status_code, 302)
         self.assertEqual(self.mcp_status(tokens["access_token"]), 401)
@@ -343,6 +354,7 @@ class RateLimitTest(OAuthServerTestCase):
         self.assertEqual(statuses[-1], 429)
 
 
+@override_settings(CODEX_INTROSPECTION_CLIENTS=["resource-server"])
 class IntrospectionTest(OAuthServerTestCase):
     def test_a_resource_server_can_introspect_a_token_and_sees_its_audience(self) -> None:
         Application = get_application_model()

@@ -35,13 +35,13 @@ class PapercutTest(TestCase):
         self.save("a", "apple")
         self.save("b", "banana")
         page = self.client.get("/codex/", {"q": "cherry"})
-        self.assertContains(page, "No notes match, of 2 in your codex")
+        self.assertContains(page, "No notes match, of 2 in your notebook")
         self.assertNotContains(page, "on this page")
 
     def test_signing_out_by_get_asks_instead_of_a_bare_405(self) -> None:
         page = self.client.get("/accounts/logout/")
         self.assertEqual(page.status_code, 200)
-        self.assertContains(page, "Are you sure you want to sign out?")
+        self.assertContains(page, "Sign out?")
         self.assertContains(page, "<title>")
         self.assertIn("_auth_user_id", self.client.session)
 
@@ -49,9 +49,10 @@ class PapercutTest(TestCase):
         page = self.client.get("/accounts/login/")
         self.assertContains(page, "You are signed in as <strong>alice</strong>")
 
-    def test_the_navigation_names_the_account_and_says_sign_out_plainly(self) -> None:
+    def test_the_header_names_who_is_signed_in_and_says_sign_out_plainly(self) -> None:
         page = self.client.get("/codex/").content.decode()
-        self.assertIn("Account (alice)</a>", page)
+        self.assertIn('<span class="visually-hidden">Signed in as </span>alice</span>', page)
+        self.assertIn(">Account</a>", page)
         self.assertIn(">Sign out</button>", page)
         self.assertNotIn("Sign out alice", page)
 

@@ -5,10 +5,9 @@ for the code and the refresh grant. Every assertion that is not exactly right is
 
 import json
 
-from django.db import connection
 from oauth2_provider.models import AccessToken, Application
 
-from authserver.models import ClientKeys
+from authserver.models import ClientKeys, SpentJti
 from tests.hosted_clients import ChatGPTLike, DocumentsServer, ec_key, public_jwk, rsa_key
 from tests.live import LiveServerTestCase
 from tests.mcp_client import success_of, with_client
@@ -18,10 +17,8 @@ ALL_SCOPES = "notes:read notes:write"
 
 
 def spent_jtis() -> int:
-    """Assertion ids kept in the shared cache (the database cache's table)."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT COUNT(*) FROM codex_cache WHERE cache_key LIKE %s", ["%client-assertion-jti:%"])
-        return cursor.fetchone()[0]
+    """Assertion ids kept as spent (authserver.replay)."""
+    return SpentJti.objects.count()
 
 
 class ChatGPTFlowTestCase(LiveServerTestCase):

@@ -1,8 +1,8 @@
-"""The tool-call rate limit when its counter cannot be written: Django's database cache fails
-writes silently (``add`` answers False on any database error), so a window's first flush can
-find no counter and no way to make one. Found by deploy/try_network.sh: during a partition, a
-get answered ``internal`` (``ValueError: Key ... not found``). It is the database failing, so
-the call answers ``unavailable``, as for any other outage."""
+"""The rate limits when their counters cannot be written. Django's database cache fails writes
+silently (``add`` answers False on any database error), so a window's first flush could find no
+counter and no way to make one (found by deploy/try_network.sh: during a partition, a get
+answered ``internal``). The ``default`` cache (``common.durable_cache``) raises instead: it is the
+database failing, so the call answers ``unavailable``, as for any other outage."""
 
 from django.core.cache import cache
 from django.db import OperationalError, connection
@@ -51,15 +51,17 @@ class CounterNotWrittenTest(GrantTestCase):
             for statement in DROP[connection.vendor]:
                 cursor.execute(statement)
 
-    def test_the_database_cache_fails_the_write_silently(self) -> None:
-        # Why the rate limit must look: the write's failure never reaches it.
+    def test_the_default_cache_raises_when_a_write_fails(self) -> None:
         self.refuse_cache_writes()
-        self.assertFalse(cache.add("ratelimit:probe", 1, timeout=60))
+        with self.assertRaisesMessage(OperationalError, "could not be written"):
+            cache.add("ratelimit:probe", 1, timeout=60)
+        with self.assertRaisesMessage(OperationalError, "could not be written"):
+            cache.set("ratelimit:probe", 1, timeout=60)
         self.assertIsNone(cache.get("ratelimit:probe"))
 
     def test_a_counter_that_cannot_be_written_is_a_database_outage(self) -> None:
         self.refuse_cache_writes()
-        with one_rate_window(), self.assertRaisesMessage(OperationalError, "rate-limit counter"):
+        with one_rate_window(), self.assertRaisesMessage(OperationalError, "could not be written"):
             ratelimit.allow_batched("tool-calls", "probe", limit=1, window_seconds=60)
 
     @override_settings(CODEX_TOOL_CALLS_PER_MINUTE=1)  # a batch of one: every call writes the counter

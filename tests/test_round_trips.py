@@ -4,11 +4,9 @@ what the worker waits on (BEGIN and COMMIT included, which Django's query log do
 show). On PostgreSQL a save and an update are one statement each (``notebook.sql.writes``),
 sent in autocommit; the token check before them is the tool's own round trip and not
 counted here. A get's entry is read in the token check's statement: the whole call is one;
-so is a save's or an update's once their token's grant is held (the write's statement
-confirms the token, ``authserver.token_check.HeldGrant``)."""
+a save's or an update's call is two, the token check and the write."""
 
 import datetime as dt
-import tempfile
 import unittest
 import uuid
 from collections.abc import Callable
@@ -21,52 +19,18 @@ from django.test import TransactionTestCase, override_settings
 
 from authserver.tokens import mint_access_token
 from mcp_endpoint import server
-from mcp_endpoint.auth import token_checksum
+from mcp_endpoint.auth import RequestToken, token_checksum
 from notebook import services
 from notebook.exceptions import Conflict, NotFound, ResourceExhausted
 from notebook.models import EntryRelatedAgent, EntryTag
 from notebook.validation import parse_entry_input
 from tests.base import last_use_already_written
+from tests.wire import PREPARATION, exchanges, round_trips, traced
 
 
-def traced(work: Callable[[], Any]) -> list[tuple[str, str, str]]:
-    """``work()`` on this thread's connection, and the (direction, message type, content) of
-    each protocol message it caused: direction ``F`` from the client, ``B`` from the server."""
-    from psycopg import pq
-
-    connection.ensure_connection()
-    pgconn = connection.connection.pgconn
-    with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as trace:
-        pgconn.trace(trace.fileno())
-        pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS | pq.Trace.REGRESS_MODE)
-        try:
-            work()
-        finally:
-            pgconn.untrace()
-        trace.seek(0)
-        fields = [line.split("\t") for line in trace.read().splitlines()]
-    return [(line[0], line[2], "\t".join(line[3:])) for line in fields if len(line) > 2 and line[0] in ("F", "B")]
-
-
-def exchanges(work: Callable[[], Any]) -> list[list[str]]:
-    """The server's answers to ``work()``: the message types of each, up to its ReadyForQuery."""
-    answers: list[list[str]] = [[]]
-    for direction, kind, _ in traced(work):
-        if direction == "B":
-            answers[-1].append(kind)
-            if kind == "ReadyForQuery":
-                answers.append([])
-    return answers[:-1]
-
-
-# A statement's preparation (settings.PG_PREPARE_THRESHOLD): Parse answered on its own, once
-# per connection and statement, on the run that reaches the threshold.
-PREPARATION = ["ParseComplete", "ReadyForQuery"]
-
-
-def round_trips(work: Callable[[], Any]) -> int:
-    """Round trips, not counting a statement's one preparation on this connection."""
-    return sum(1 for answer in exchanges(work) if answer != PREPARATION)
+def execute(name: str, arguments: dict[str, Any], checksum: str) -> dict[str, Any]:
+    """The tool handler's work in its worker thread, for a request whose token is not yet checked."""
+    return server._execute(name, arguments, RequestToken(checksum))
 
 
 @unittest.skipUnless(
@@ -96,28 +60,22 @@ class RoundTripsTest(TransactionTestCase):
         arguments = {"id": str(self.entry.id)}
         results: list[dict] = []
         for _ in range(3):  # past the threshold at which the statement is prepared
-            self.assertEqual(
-                round_trips(lambda: results.append(server._execute("field_notes_get", arguments, token))), 1
-            )
+            self.assertEqual(round_trips(lambda: results.append(execute("field_notes_get", arguments, token))), 1)
         self.assertEqual([result["entry"]["id"] for result in results], [str(self.entry.id)] * 3)
 
     @override_settings(CODEX_TOOL_CALLS_PER_MINUTE=1_000_000)
-    def test_a_write_call_with_its_token_check_is_one_round_trip_once_its_token_is_held(self) -> None:
+    def test_a_write_call_with_its_token_check_is_two_round_trips(self) -> None:
         raw_token = mint_access_token(
             user=self.codex.owner, scopes=["notes:read", "notes:write"], lifetime=dt.timedelta(hours=1)
         )
         token = token_checksum(raw_token)
         last_use_already_written(self, raw_token)  # written once a minute: not this call's
-        # The token's first call is checked apart and holds its grant.
-        self.assertEqual(round_trips(lambda: server._execute("field_notes_get", {"id": str(self.entry.id)}, token)), 1)
         for revision in range(1, 4):  # past the threshold at which the statements are prepared
             with self.subTest(revision=revision):
-                save = {"requestId": f"held-{revision}", "entry": {"content": "x", "tags": ["a"]}}
-                self.assertEqual(round_trips(lambda save=save: server._execute("field_notes_save", save, token)), 1)
+                save = {"requestId": f"call-{revision}", "entry": {"content": "x", "tags": ["a"]}}
+                self.assertEqual(round_trips(lambda save=save: execute("field_notes_save", save, token)), 2)
                 update = {"id": str(self.entry.id), "expectedRevision": revision, "entry": {"content": f"v{revision}"}}
-                self.assertEqual(
-                    round_trips(lambda update=update: server._execute("field_notes_update", update, token)), 1
-                )
+                self.assertEqual(round_trips(lambda update=update: execute("field_notes_update", update, token)), 2)
 
     def test_a_save_is_one_round_trip(self) -> None:
         entry = {"content": "x", "title": "t", "tags": ["a", "b"], "relatedAgentIds": ["y"], "provenance": {"p": 1}}

@@ -201,9 +201,14 @@ class CandidatePlansTest(NotebookTestCase):
     def test_past_a_cursor_sqlite_looks_up_the_matches_instead_of_walking_the_codex(self) -> None:
         self.save(content=f"a {WORD}")
         plan = self.explain(query=WORD, prefilter=TRIGRAM, after=uuid.UUID(int=1))
-        # Each match looked up by codex and id, never a range of the codex from the cursor.
-        self.assertIn("notebook_entry_codex_id (codex_id=? AND id=?)", plan)
+        # Each match looked up by codex and id (notebook_entry_unique_per_codex), never a range
+        # of the codex from the cursor.
+        self.assertRegex(plan, r"SEARCH notebook_entry USING INDEX \S+ \(codex_id=\? AND id=\?\)")
         self.assertNotIn("(codex_id=? AND id>?)", plan)
+        # The entries waiting for their batch, named by their codex too, are looked up by id
+        # from the few waiting keys, never found by walking the codex.
+        self.assertRegex(plan, r"SEARCH e USING INDEX \S+ \(id=\?\)")
+        self.assertNotIn("(codex_id=?)", plan)
 
 
 # No shrinking: each example searches two dozen ways, and the failing one says which.

@@ -14,8 +14,8 @@ from notebook.models import Codex, Entry
 from notebook.prefilters import PG_BITMAP_ONLY
 from notebook.sql.search import _bitmap_only
 from notebook.validation import parse_entry_input
-from tests.test_round_trips import round_trips
 from tests.test_selectors_search import follow, search
+from tests.wire import round_trips
 
 SETTINGS = "SELECT " + ", ".join(f"current_setting('{name}')" for name in PG_BITMAP_ONLY)
 

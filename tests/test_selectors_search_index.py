@@ -370,9 +370,9 @@ class TrigramPrefilterSupersetTest(NotebookTestCase):
 
     def indexed(self, phrase: str) -> set[str]:
         """Entry ids (hex) the SQLite trigram lookup finds for a phrase (the search's own:
-        the FTS5 table, and the entries waiting for their batch)."""
+        the FTS5 table, and alice's entries waiting for their batch)."""
         with connection.cursor() as cursor:
-            cursor.execute(SQLITE_TRIGRAM_MATCH, sqlite_trigram_params(phrase))
+            cursor.execute(SQLITE_TRIGRAM_MATCH, sqlite_trigram_params(self.alice_codex.pk, phrase))
             return {row[0] for row in cursor.fetchall()}
 
     def test_the_index_follows_updates_and_deletes(self) -> None:

@@ -1,5 +1,5 @@
 """Signing in and out as a person meets it: the sign-in page says why it is asked for, a
-sign-in lands on My codex, My codex counts every note, and signing out says so."""
+sign-in lands on My notebook, My notebook counts every note, and signing out says so."""
 
 from django.contrib.auth import get_user_model
 from django.test import TestCase
@@ -52,10 +52,10 @@ class MyCodexCountTest(TestCase):
     def test_my_codex_says_how_many_notes_there_are_in_all(self) -> None:
         for number in range(3):
             self.save(number)
-        self.assertContains(self.client.get("/codex/"), "3 notes in your codex")
+        self.assertContains(self.client.get("/codex/"), "3 notes in your notebook")
         for number in range(3, 25):
             self.save(number, tags=["many"] if number % 2 else [])
         page = self.client.get("/codex/")
-        self.assertContains(page, "20 notes on this page, of 25 in your codex")
+        self.assertContains(page, "20 notes on this page, of 25 in your notebook")
         filtered = self.client.get("/codex/", {"tag": "many"})
-        self.assertContains(filtered, "11 notes match, of 25 in your codex")  # one page holds them all
+        self.assertContains(filtered, "11 notes match, of 25 in your notebook")  # one page holds them all

@@ -4,6 +4,7 @@ changes nothing; one bad entry refuses the whole file; ids never collide across 
 import copy
 import io
 import json
+import re
 import tempfile
 from pathlib import Path
 
@@ -12,10 +13,10 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from notebook import services, transfer
+from notebook import selectors, services, transfer
 from notebook.models import Entry, EntryRelatedAgent, EntryRevision, EntryTag
 from notebook.representations import entry_dict
-from notebook.validation import parse_entry_input
+from notebook.validation import parse_entry_input, parse_search_params
 from tests.base import NotebookTestCase
 
 
@@ -94,6 +95,34 @@ class ExportTest(TransferTestCase):
         text = "".join(transfer.export_markdown_chunks(codex=self.alice_codex))
         self.assertIn("````text\n```python\nprint(1)\n```\n````", text)
         self.assertIn("## Untitled note", text)
+
+    def test_the_markdown_file_lists_the_notes_newest_first_as_the_list_page_does(self) -> None:
+        text = "".join(transfer.export_markdown_chunks(codex=self.alice_codex, batch_size=2))
+        self.assertTrue(text.startswith("# alice's notebook\n"), text[:40])
+        listed = selectors.entry_recent(codex=self.alice_codex, params=parse_search_params(limit=20)).entries
+        self.assertEqual(re.findall(r"- id: `([^`]+)`", text), [str(entry.id) for entry in listed])
+        self.assertNotIn("Written while", text)
+
+    def test_a_note_written_while_the_markdown_file_is_made_is_never_left_out(self) -> None:
+        launch, second, newest = [
+            entry.id for entry in Entry.objects.filter(codex=self.alice_codex).order_by("updated_at", "write_seq")
+        ]
+        chunks = transfer.export_markdown_chunks(codex=self.alice_codex, batch_size=1)
+        self.assertIn("notebook", next(chunks))
+        self.assertIn(str(newest), next(chunks))  # listed; the other two are not reached yet
+        for entry_id, revision in [(launch, 2), (newest, 1)]:  # one ahead of the walk, one behind it
+            services.entry_update(
+                codex=self.alice_codex,
+                entry_id=entry_id,
+                expected_revision=revision,
+                data=parse_entry_input({"content": f"changed during the export {entry_id}"}),
+            )
+        added = self.save(content="saved during the export")
+        rest = "".join(chunks)
+        before, during = rest.split("Written while this file was being made")
+        self.assertEqual(re.findall(r"- id: `([^`]+)`", before), [str(second)])
+        self.assertEqual(re.findall(r"- id: `([^`]+)`", during), [str(launch), str(newest), str(added.id)])
+        self.assertIn(f"changed during the export {launch}", during)
 
     def test_it_is_empty_for_an_empty_codex(self) -> None:
         self.assertEqual(export_of(self.carol_codex)["entries"], [])

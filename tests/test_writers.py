@@ -200,7 +200,10 @@ class ConnectedApplicationsTest(TwoApplicationsTestCase):
         rows = {client["application"].name: client["wrote"] for client in page.context["clients"]}
         self.assertEqual(rows["Coding agent"], WriterCounts(wrote=3, created=1, last_changed=2))
         self.assertEqual(rows["Desktop assistant"], WriterCounts(wrote=2, created=2, last_changed=1))
-        self.assertContains(page, f'href="/codex/?app={self.coding.client_id}">3 notes</a>: created 1, last changed 2')
+        self.assertContains(
+            page,
+            f'href="/codex/?app={self.coding.client_id}">3 notes</a>: it created 1 and made the latest change to 2',
+        )
 
     def test_the_page_queries_do_not_grow_with_the_applications(self) -> None:
         self.client.force_login(self.alice)

@@ -8,7 +8,6 @@ sent straight to the driver, giving exactly what the equivalent querysets give.
 - ``usage``: the quota charge.
 - ``writes``: on PostgreSQL, a save and an update as one statement each.
 - ``search``: the search's candidate statements, rendered once per filter shape.
-- ``preconditions``: a caller's condition checked inside the write it rides in.
 
 Only ``notebook.store`` (the services' and selectors' one door to the database) and
 ``authserver.token_check`` use these; ``notebook.orm`` holds the plain ORM versions that

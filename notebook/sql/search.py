@@ -290,7 +290,7 @@ class SearchStatements(PerDatabase):
             values["walk"] = query
             values["like"] = database.like_value(query)
             if database.vendor == "sqlite":
-                values["trigram"] = sqlite_trigram_params(query, values.get("after"))
+                values["trigram"] = sqlite_trigram_params(values["codex"], query, values.get("after"))
         params = self._params(database, names, values)
         if bitmap_only:
             found = _bitmap_only(connection, f"{sql} LIMIT {int(limit)}", params)

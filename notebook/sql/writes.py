@@ -35,9 +35,6 @@ What the statements keep, each as ``notebook.services`` keeps it on the other pa
   inserts those whose value is new: the DELETE and the INSERT never touch the same
   (entry, value) row, whatever order they run in, and unchanged values cost no write.
 
-- **A caller's precondition** (``notebook.sql.preconditions``): the charge, and so every
-  write, is made only if it holds, and an update locks its entry only then.
-
 Inside a transaction (a test's, or a caller's ``atomic`` block) the statement runs in a
 savepoint, so that its failure (a replayed save's collision) leaves the transaction usable,
 as ``write_transaction``'s nested ``atomic`` does.
@@ -52,11 +49,9 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import CharField, Field, Model, TextField
 
 from notebook.models import Codex, Entry, EntryRelatedAgent, EntryRevision, EntryTag, RequestKey
-from notebook.sql import preconditions
 from notebook.sql.cache import PerDatabase
 from notebook.sql.converters import preparer
 from notebook.sql.driver import fetchone, run
-from notebook.sql.preconditions import Precondition, PreconditionKind
 
 # The Entry columns an input decides (``services.apply_input`` sets them): an update sends
 # these and computes the rest. Any other column must be one the write itself decides
@@ -191,10 +186,6 @@ def _statement(ctes: Sequence[tuple[str, str]], select: str) -> str:
     return "WITH " + ", ".join(f"{name} AS {body}" for name, body in ctes) + f" SELECT {select}"
 
 
-def _precondition_cte(kind: PreconditionKind | None, connection: BaseDatabaseWrapper) -> list[tuple[str, str]]:
-    return [] if kind is None else [preconditions.cte(kind, connection)]
-
-
 def _run(alias: str, sql: str, params: Mapping[str, Any]) -> Any:
     """The statement's one row. In autocommit the statement is its own transaction; inside
     a transaction it runs in a savepoint (see the module's docstring)."""
@@ -211,12 +202,7 @@ def _writer(writer: Mapping[str, Any]) -> dict[str, Any]:
 
 class SaveEntry(PerDatabase):
     """A new entry at revision 1 with its request key, revision and index rows, and the
-    quota charge, in one statement (see the module's docstring); ``precondition``: the kind
-    of condition the statement checks first, or none."""
-
-    def __init__(self, precondition: PreconditionKind | None = None) -> None:
-        super().__init__()
-        self.precondition = precondition
+    quota charge, in one statement (see the module's docstring)."""
 
     def build(self, connection: BaseDatabaseWrapper) -> tuple[str, Prepared]:
         sql = _Sql(connection)
@@ -230,43 +216,30 @@ class SaveEntry(PerDatabase):
             "request_id": _param(key_fields["request_id"], connection),
             "fingerprint": _param(key_fields["fingerprint"], connection),
         }
-        only_if = "" if self.precondition is None else f" AND {preconditions.HOLDS}"
         ctes = [
-            *_precondition_cte(self.precondition, connection),
-            ("charge", f"({sql.charge(only_if)})"),
+            ("charge", f"({sql.charge()})"),
             ("entry", f"({sql.insert(Entry, entry, f'FROM charge RETURNING {sql.columns(_RETURNED)}')})"),
             ("request_key", f"({sql.insert(RequestKey, key, 'FROM entry')})"),
             ("revision", f"({sql.revision()})"),
             *((f"{model._meta.model_name}_rows", f"({sql.index_rows(model, name)})") for model, name in _INDEX_ROWS),
         ]
-        select = "(SELECT write_seq FROM charge)" + ("" if self.precondition is None else f", {preconditions.HOLDS}")
-        return _statement(ctes, select), _prepared(given, connection)
+        return _statement(ctes, "write_seq FROM charge"), _prepared(given, connection)
 
     def save(
-        self,
-        entry: Entry,
-        *,
-        request_id: str,
-        fingerprint: str,
-        writer: Mapping[str, Any],
-        precondition: Precondition | None = None,
-        **charge: int,
+        self, entry: Entry, *, request_id: str, fingerprint: str, writer: Mapping[str, Any], **charge: int
     ) -> int | None:
         """Write ``entry`` (unsaved, every column but ``write_seq`` set) and its rows, with
         the quota charge (``charge``: ``quotas.bounds``'s). Returns the entry's write number,
         or None if the charge was refused (then nothing is written). A request id already
-        used in the codex raises ``IntegrityError`` (and nothing is written). ``precondition``
-        (of this statement's kind): ``PreconditionFailed`` if it did not hold."""
+        used in the codex raises ``IntegrityError`` (and nothing is written)."""
         alias = router.db_for_write(Entry)
         statement, given = self.built(alias)
         params = {field.attname: prepare(field.pre_save(entry, True)) for field, prepare in given}
         params |= {**charge, "request_id": request_id, "fingerprint": fingerprint, **_writer(writer)}
-        if precondition is not None:
-            params |= precondition.params
-        (write_seq,) = preconditions.checked(precondition, _run(alias, statement, params))
-        if write_seq is None:
+        row = _run(alias, statement, params)
+        if row is None:
             return None
-        entry.write_seq = write_seq
+        entry.write_seq = row[0]
         entry._state.adding = False
         entry._state.db = alias
         return entry.write_seq
@@ -282,23 +255,16 @@ class Updated(NamedTuple):
 
 class UpdateEntry(PerDatabase):
     """An entry replaced at its expected revision, with the new revision's snapshot, the
-    changed index rows and the quota charge, in one statement (see the module's docstring);
-    ``precondition``: the kind of condition the statement checks first, or none."""
-
-    def __init__(self, precondition: PreconditionKind | None = None) -> None:
-        super().__init__()
-        self.precondition = precondition
+    changed index rows and the quota charge, in one statement (see the module's docstring)."""
 
     def build(self, connection: BaseDatabaseWrapper) -> tuple[str, Prepared]:
         sql = _Sql(connection)
         given = [field for field in Entry._meta.concrete_fields if field.attname in INPUT_COLUMNS]
-        # The entry row, locked: its latest version, whatever the statement's snapshot saw
-        # (and only once the precondition holds).
-        only_if = "" if self.precondition is None else f" AND {preconditions.HOLDS}"
+        # The entry row, locked: its latest version, whatever the statement's snapshot saw.
         locked = (
             f"MATERIALIZED (SELECT {sql.columns(('id', 'codex_id', 'revision', 'tags', 'related_agent_ids'))}"
             f" FROM {sql.table(Entry)} WHERE {sql.entry('codex_id')} = %(codex_id)s AND {sql.entry('id')} = %(id)s"
-            f"{only_if} FOR UPDATE)"
+            " FOR UPDATE)"
         )
         # Charged only if the locked row is at the expected revision.
         charge = sql.charge(f" AND EXISTS (SELECT FROM locked WHERE {sql.entry('revision', 'locked')} = %(expected)s)")
@@ -317,7 +283,6 @@ class UpdateEntry(PerDatabase):
             f" RETURNING {sql.columns(_RETURNED, 'e')}"
         )
         ctes = [
-            *_precondition_cte(self.precondition, connection),
             ("locked", locked),
             ("charge", f"({charge})"),
             ("entry", f"({entry})"),
@@ -332,7 +297,6 @@ class UpdateEntry(PerDatabase):
                 "(SELECT write_seq FROM charge)",
                 f"(SELECT {sql.entry('created_at', 'entry')} FROM entry)",
                 f"(SELECT {sql.entry('updated_at', 'entry')} FROM entry)",
-                *([] if self.precondition is None else [preconditions.HOLDS]),
             ]
         )
         # Sent: the input columns and the entry's keys.
@@ -340,29 +304,17 @@ class UpdateEntry(PerDatabase):
         return _statement(ctes, select), _prepared([*given, *keys], connection)
 
     def update(
-        self,
-        entry: Entry,
-        *,
-        expected_revision: int,
-        now: dt.datetime,
-        writer: Mapping[str, Any],
-        precondition: Precondition | None = None,
-        **charge: int,
+        self, entry: Entry, *, expected_revision: int, now: dt.datetime, writer: Mapping[str, Any], **charge: int
     ) -> Updated:
         """Replace the codex's entry ``entry.id`` by the input columns of ``entry`` if it is at
         ``expected_revision``, with the quota charge (``charge``: ``quotas.bounds``'s). On
-        success ``entry`` is given the stored revision, times and write number.
-        ``precondition`` (of this statement's kind): ``PreconditionFailed`` if it did not hold."""
+        success ``entry`` is given the stored revision, times and write number."""
         alias = router.db_for_write(Entry)
         statement, given = self.built(alias)
         params = {field.attname: prepare(getattr(entry, field.attname)) for field, prepare in given}
         params |= {"expected": expected_revision, "now": now}
         params |= {**charge, **_writer(writer)}
-        if precondition is not None:
-            params |= precondition.params
-        revision, write_seq, created_at, updated_at = preconditions.checked(
-            precondition, _run(alias, statement, params)
-        )
+        revision, write_seq, created_at, updated_at = _run(alias, statement, params)
         if revision != expected_revision or write_seq is None:
             return Updated(revision, charged=False)
         entry.revision = revision + 1

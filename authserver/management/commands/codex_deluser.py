@@ -32,5 +32,5 @@ class Command(BaseCommand):
             )
             if input(f"Type {username!r} to confirm: ").strip() != username:
                 raise CommandError("not confirmed; nothing was deleted")
-        report = leaving.account_delete(user=user)
+        report = leaving.account_delete(user=user, by="operator")
         self.stdout.write(f"deleted {report.summary()}")

@@ -15,5 +15,5 @@ class Command(BaseCommand):
             user = get_user_model().objects.get_by_natural_key(username)
         except get_user_model().DoesNotExist:
             raise CommandError(f"no user named {username!r}") from None
-        refreshed, deleted = revoke_tokens(user=user)
+        refreshed, deleted = revoke_tokens(user=user, by="operator")
         self.stdout.write(f"revoked {refreshed} refresh token(s) and {deleted} remaining access token(s) of {username}")
