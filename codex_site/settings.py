@@ -249,7 +249,9 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = VAR_DIR / "static"
+# Collected files are code, not state: the OCI image collects them at build time into its
+# read-only tree (CODEX_STATIC_ROOT), outside the volume that holds CODEX_VAR_DIR.
+STATIC_ROOT = Path(os.environ.get("CODEX_STATIC_ROOT", VAR_DIR / "static"))
 # WhiteNoise serves what `collectstatic` put in STATIC_ROOT: names with a content hash
 # (cached for a year) and gzip copies, the same under `make run` (which collects first) and
 # in production, where nginx may serve /static/ itself as an optimisation. Not from the

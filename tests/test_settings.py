@@ -73,6 +73,20 @@ class SettingsTest(SimpleTestCase):
             )
             self.assertEqual(result.stdout.strip(), "local-" + "k" * 50)
 
+    def test_static_files_live_under_the_var_directory_unless_an_image_puts_them_elsewhere(self) -> None:
+        program = "import codex_site.settings as s; print(s.STATIC_ROOT)"
+        for extra, expected in [({}, "/srv/var/static"), ({"CODEX_STATIC_ROOT": "/opt/static"}, "/opt/static")]:
+            with self.subTest(extra=extra):
+                result = subprocess.run(
+                    [sys.executable, "-c", program],
+                    cwd=ROOT,
+                    env={"PATH": os.environ.get("PATH", ""), "CODEX_VAR_DIR": "/srv/var", **extra},
+                    capture_output=True,
+                    text=True,
+                    timeout=60,
+                )
+                self.assertEqual(result.stdout.strip(), expected, result.stderr)
+
     def test_settings_do_not_look_at_the_command_line(self) -> None:
         source = (ROOT / "codex_site" / "settings.py").read_text()
         self.assertNotIn("sys.argv", source)
