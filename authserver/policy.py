@@ -5,7 +5,8 @@ the endpoints that enforce a rule ask here, and /admin/policy/ shows what is in 
 - Metadata documents (CIMD clients) only from the hosts in ``CODEX_CIMD_ALLOWED_HOSTS`` (DOT's
   ``CIMD_ALLOWED_HOSTS``; ``*`` any, ``.example.com`` a domain and its subdomains, empty: none).
   A client from another host gets the refused-client page naming this rule
-  (``authserver.views``), and its document is never fetched.
+  (``authserver.views``), and its document is never fetched; a known one gets no new token
+  (``invalid_client`` at the token endpoint, ``authserver.validators``).
 - Dynamic Client Registration on or off (``CODEX_DCR_ENABLED``). Off: the registration endpoint
   answers 403 and the server's metadata names no ``registration_endpoint``.
 - The identity providers trusted for ID-JAG grants: the single sign-on providers whose entry

@@ -17,7 +17,7 @@ from oauth2_provider.models import get_access_token_model, get_refresh_token_mod
 from oauth2_provider.oauth2_validators import OAuth2Validator
 from oauthlib.oauth2.rfc6749 import errors
 
-from authserver import cimd, client_assertions, registration
+from authserver import cimd, client_assertions, policy, registration
 from authserver.ratelimit import network_of
 from authserver.token_check import token_checksum
 from common.audit import audit
@@ -128,6 +128,15 @@ class CodexOAuth2Validator(OAuth2Validator):
         loaded = getattr(request, "client", None)
         already = loaded is not None and getattr(loaded, "client_id", None) == client_id
         if not already and isinstance(client_id, str) and is_cimd_client_id(client_id):
+            if not policy.cimd_host_allowed(client_id) and urlsplit(request.uri or "").path.endswith("/token/"):
+                # The operator's policy, at the token endpoint too: a client whose document's host
+                # is no longer allowed gets no new token (a refresh included). Revoking its
+                # tokens stays open to it; the authorization endpoint refuses it with its page.
+                words = policy.cimd_refusal_words(client_id)
+                policy.refused(policy.CIMD_HOSTS, client_id=client_id, reason=words)
+                raise errors.InvalidClientError(
+                    description=f"Refused by the operator's policy: {words}", request=request
+                )
             application = cimd.known_application(client_id)
             if application is None:
                 return None

@@ -26,6 +26,8 @@ from tests.oauth_helpers import (
     authorization_url,
     exchange_code,
     pkce_pair,
+    query_of,
+    refresh,
     register_client,
 )
 from tests.sdk_oauth import LoopbackMetadataServer
@@ -60,8 +62,8 @@ class MetadataDocumentHostsTest(LiveServerTestCase):
             OAUTH2_PROVIDER=oauth2_provider_settings(self.base) | {"CIMD_ALLOWED_HOSTS": list(hosts)}
         )
 
-    def open(self):
-        _, challenge = pkce_pair()
+    def open(self, challenge: str | None = None):
+        challenge = challenge or pkce_pair()[1]
         url = authorization_url(self.base, self.metadata.url, code_challenge=challenge, code_challenge_method="S256")
         return self.browser.open_authorization(url)
 
@@ -86,11 +88,22 @@ class MetadataDocumentHostsTest(LiveServerTestCase):
         self.assertEqual(consent.status_code, 200, consent.text)
         self.assertIn("Allow <strong>Agent</strong>", consent.text)
         self.assertEqual(self.metadata.requests, 1)
-        # The application is known now; the policy still decides on every request.
-        with self.hosts("agents.example.com"):
+        verifier, challenge = pkce_pair()
+        with self.hosts("127.0.0.1"):
+            code = query_of(self.browser.decide(self.open(challenge), allow=True).headers["location"])["code"]
+            tokens = exchange_code(self.base, self.metadata.url, code, verifier)
+        self.assertEqual(tokens.status_code, 200, tokens.text)
+        # The application is known now; the policy still decides on every request, a refresh too.
+        with self.hosts("agents.example.com"), self.assertLogs(AUDIT, "INFO") as captured:
             refused = self.open()
+            refreshed = refresh(self.base, self.metadata.url, tokens.json()["refresh_token"])
         self.assertEqual(refused.status_code, 400)
         self.assertIn("Refused by", refused.text)
+        self.assertEqual(refreshed.status_code, 401, refreshed.text)
+        self.assertEqual(refreshed.json()["error"], "invalid_client")
+        self.assertIn("Refused by the operator's policy", refreshed.json()["error_description"])
+        self.assertEqual([line.policy for line in audit_lines(captured)], ["cimd_hosts", "cimd_hosts"])
+        self.assertEqual(self.metadata.requests, 1)
 
 
 @override_settings(CODEX_DCR_ENABLED=False)
