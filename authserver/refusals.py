@@ -9,10 +9,9 @@ what the application's maker should change (contract 8).
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from django.http.request import validate_host
 from oauth2_provider.cimd import is_cimd_client_id
-from oauth2_provider.settings import oauth2_settings
 
+from authserver import policy
 from authserver.cimd import Fetched, known_application, refusal_hint, remembered_refusal
 from common.inputs import shown
 
@@ -23,6 +22,7 @@ class Refusal:
     problem: str  # what in it could not be used
     fix: str  # what its maker should change
     busy: bool = False  # nothing was refused: this server could not fetch it just now
+    policy: str | None = None  # the operator's rule that refused it, in words (authserver.policy)
 
 
 def _redirect_problem(what: str, redirect_uri: str, listed: list[str], *, document: bool) -> Refusal:
@@ -34,6 +34,20 @@ def _redirect_problem(what: str, redirect_uri: str, listed: list[str], *, docume
         fix=f"add that address to its redirect_uris{' in the document' if document else ''}, or have the "
         "application use one that is listed",
     )
+
+
+def policy_refusal(client_id: str) -> Refusal | None:
+    """The refusal of a client the operator's policy does not let connect, or None."""
+    if is_cimd_client_id(client_id) and not policy.cimd_host_allowed(client_id):
+        host = urlsplit(client_id).hostname or ""
+        return Refusal(
+            f"the application's metadata document at {shown(client_id, max_chars=200)}",
+            f"this server accepts metadata documents only from the hosts its operator allows, and {host} "
+            "is not one of them",
+            "ask this server's operator to allow the host (CODEX_CIMD_ALLOWED_HOSTS)",
+            policy=f"the operator's policy: {policy.cimd_refusal_words(client_id)}",
+        )
+    return None
 
 
 def explain(client_id: str, redirect_uri: str, *, fetched: Fetched | None = None) -> Refusal | None:
@@ -57,14 +71,8 @@ def explain(client_id: str, redirect_uri: str, *, fetched: Fetched | None = None
             )
         if refused := remembered_refusal(client_id):
             return Refusal(what, refused["problem"], refused["fix"])
-        host = urlsplit(client_id).hostname or ""
-        if not validate_host(host, oauth2_settings.CIMD_ALLOWED_HOSTS or []):
-            return Refusal(
-                what,
-                f"this server accepts metadata documents only from the hosts its operator allows, and {host} "
-                "is not one of them",
-                "ask this server's operator to allow the host (CODEX_CIMD_ALLOWED_HOSTS)",
-            )
+        if refused := policy_refusal(client_id):
+            return refused
         if application is not None and redirect_uri and not application.redirect_uri_allowed(redirect_uri):
             return _redirect_problem(what, redirect_uri, application.redirect_uris.split(), document=True)
         if application is None:

@@ -13,6 +13,9 @@ guessing locks out only the browsers that never signed in. The person reads how
 long to wait; the refusal is counted (``codex_limit_refusals{kind="sign_in_failures"}``)
 and logged once, as a WARNING, with the account and address but never the password.
 
+A person of a domain the operator's policy sends to single sign-on (``CODEX_SSO_ONLY_DOMAINS``,
+``authserver.policy``) is refused after their password is found right.
+
 Nobody signs up with a password: operators add people (``codex_adduser``), and a single
 sign-on provider may (``authserver.sso``).
 """
@@ -29,6 +32,7 @@ from django.core.exceptions import ValidationError
 from django.http import HttpRequest
 
 import codex_metrics
+from authserver import policy
 from authserver.devices import known_device
 from authserver.ratelimit import client_address, client_network
 
@@ -106,6 +110,18 @@ class CodexAccountAdapter(DefaultAccountAdapter):
         if known is not None and attempts_key(known[0].get_username()) == key:
             return f"{key}:device:{known[1]}"
         return key
+
+    def authenticate(self, request: HttpRequest, **credentials: Any) -> Any:
+        user = super().authenticate(request, **credentials)
+        # The operator's policy (CODEX_SSO_ONLY_DOMAINS): a person of a listed domain signs in
+        # with single sign-on only. Judged only once the password was found right, so that the
+        # refusal tells someone without it nothing (a wrong password gets the ordinary error),
+        # and on every password check (sign-in, the admin's, reauthentication, the current
+        # password of a change), so that a password an operator sets opens nothing either.
+        if user is not None and (domain := policy.sso_only_domain(user)) is not None:
+            policy.refused(policy.SSO_ONLY_DOMAINS, user_id=user.pk, reason=f"password sign-in for {domain}")
+            raise ValidationError(policy.sso_only_message(domain), code="sso_only")
+        return user
 
     def pre_authenticate(self, request: HttpRequest, **credentials: Any) -> None:
         try:

@@ -13,11 +13,14 @@ from urllib.parse import parse_qs, urlsplit
 from django.conf import settings
 from django.db import transaction
 from oauth2_provider.cimd import is_cimd_client_id
+from oauth2_provider.models import get_access_token_model, get_refresh_token_model
 from oauth2_provider.oauth2_validators import OAuth2Validator
 from oauthlib.oauth2.rfc6749 import errors
 
-from authserver import cimd, client_assertions, registration
+from authserver import cimd, client_assertions, policy, registration
 from authserver.ratelimit import network_of
+from authserver.token_check import token_checksum
+from common.audit import audit
 
 logger = logging.getLogger(__name__)
 
@@ -125,6 +128,15 @@ class CodexOAuth2Validator(OAuth2Validator):
         loaded = getattr(request, "client", None)
         already = loaded is not None and getattr(loaded, "client_id", None) == client_id
         if not already and isinstance(client_id, str) and is_cimd_client_id(client_id):
+            if not policy.cimd_host_allowed(client_id) and urlsplit(request.uri or "").path.endswith("/token/"):
+                # The operator's policy, at the token endpoint too: a client whose document's host
+                # is no longer allowed gets no new token (a refresh included). Revoking its
+                # tokens stays open to it; the authorization endpoint refuses it with its page.
+                words = policy.cimd_refusal_words(client_id)
+                policy.refused(policy.CIMD_HOSTS, client_id=client_id, reason=words)
+                raise errors.InvalidClientError(
+                    description=f"Refused by the operator's policy: {words}", request=request
+                )
             application = cimd.known_application(client_id)
             if application is None:
                 return None
@@ -167,6 +179,31 @@ class CodexOAuth2Validator(OAuth2Validator):
         if error := _foreign_target(query_resources + _as_list(getattr(request, "resource", None)), request):
             raise error
         return super().validate_response_type(client_id, response_type, client, request, *args, **kwargs)
+
+    # --- revocation (RFC 7009) by the client: the audit line ------------------------------------
+
+    def revoke_token(self, token, token_type_hint, request, *args, **kwargs):
+        """DOT's revocation, and one ``token.revoked`` line (``by="client"``) when the token named
+        was one of this client's: found as DOT finds it, by its checksum among the client's own
+        tokens. An unknown token (answered 200 all the same, RFC 7009) writes none."""
+        application_pk = getattr(request.client, "pk", None)
+        found = []
+        if application_pk is not None and isinstance(token, str):
+            checksum = token_checksum(token)
+            for model in (get_access_token_model(), get_refresh_token_model()):
+                found += model.objects.filter(
+                    token_checksum=checksum, application_id=application_pk, user__isnull=False
+                )
+        super().revoke_token(token, token_type_hint, request, *args, **kwargs)
+        for user_id in sorted({row.user_id for row in found}):
+            audit(
+                "token.revoked",
+                user_id=user_id,
+                client_id=request.client.client_id,
+                by="client",
+                refresh_tokens=sum(isinstance(row, get_refresh_token_model()) for row in found),
+                access_tokens=sum(isinstance(row, get_access_token_model()) for row in found),
+            )
 
     def save_authorization_code(self, client_id, code, request, *args, **kwargs):
         resources = _as_list(getattr(request, "resource", None))

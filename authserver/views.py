@@ -1,8 +1,9 @@
 """This server's versions of DOT endpoints: authorization (DOT's view with this server's consent
-page, consent always asked, iss on every redirect, and the one place a new client's metadata
-document is fetched, under a per-network limit), dynamic registration with a clear 429, the
-server metadata, and introspection for the resource servers an operator provisions. The
-connected-applications pages are in ``authserver.clients``."""
+page, consent always asked, iss on every redirect, a client the operator's policy refuses
+turned away, and the one place a new client's metadata document is fetched, under a
+per-network limit), dynamic registration with a clear 429 (or 403 when the operator's policy
+turns it off), the server metadata, and introspection for the resource servers an operator
+provisions. The connected-applications pages are in ``authserver.clients``."""
 
 import base64
 import binascii
@@ -22,9 +23,9 @@ from oauth2_provider.views import AuthorizationView, IntrospectTokenView, OAuthS
 from oauth2_provider.views.dynamic_client_registration import DynamicClientRegistrationView
 
 import codex_metrics
-from authserver import cimd, client_assertions
+from authserver import cimd, client_assertions, policy
 from authserver.ratelimit import allow, client_network
-from authserver.refusals import explain
+from authserver.refusals import explain, policy_refusal
 from authserver.registration import (
     NeverCachedMixin,
     expire_pending,
@@ -102,6 +103,12 @@ class CodexAuthorizationView(AuthorizationView):
         if any(name in request.GET for name in self.CONSENT_SKIPPING):
             request.GET = _without(request.GET, self.CONSENT_SKIPPING)
         client_id = request.GET.get("client_id", "")
+        if (refusal := policy_refusal(client_id)) is not None:
+            # Known or not, a client the operator's policy refuses connects no further, and its
+            # document is not fetched.
+            policy.refused(policy.CIMD_HOSTS, client_id=client_id, reason=policy.cimd_refusal_words(client_id))
+            error = {"error": "invalid_client", "description": "This application is refused by the operator's policy."}
+            return render(request, self.template_name, {"error": error, "refusal": refusal}, status=400)
         unknown_document = is_cimd_client_id(client_id) and cimd.known_application(client_id) is None
         if unknown_document and (refused := self._fetch_document(request, client_id)):
             return refused
@@ -195,6 +202,14 @@ class RateLimitedRegistrationView(NeverCachedMixin, DynamicClientRegistrationVie
     waiting for a person's approval (``authserver.registration``)."""
 
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not policy.dcr_enabled():
+            # Before the rate limit: a refusal by policy costs the address nothing.
+            policy.refused(policy.DYNAMIC_REGISTRATION, reason="dynamic client registration is off")
+            return JsonResponse(
+                {"error": "access_denied", "error_description": policy.DCR_REFUSAL},
+                status=403,
+                headers={"Cache-Control": "no-store"},
+            )
         network = client_network(request)
         ok, retry_after = allow("dcr", network, limit=settings.CODEX_DCR_RATE_LIMIT, window_seconds=3600)
         if not ok:
@@ -225,6 +240,8 @@ class CodexServerMetadataView(OAuthServerMetadataView):
         data = json.loads(response.content)
         if client_assertions.PRIVATE_KEY_JWT in data.get("token_endpoint_auth_methods_supported", ()):
             data["token_endpoint_auth_signing_alg_values_supported"] = list(client_assertions.SIGNING_ALGORITHMS)
+        if not policy.dcr_enabled():  # the operator's policy: nobody may register
+            data.pop("registration_endpoint", None)
         if settings.CODEX_INTROSPECTION_CLIENTS:
             data["introspection_endpoint_auth_methods_supported"] = list(INTROSPECTION_AUTH_METHODS)
         else:  # nobody may introspect: nothing to advertise

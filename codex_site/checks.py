@@ -47,7 +47,10 @@ def configuration_problem() -> str | None:
             "documents and key sets from loopback addresses without checking their certificates. It is for "
             "development only (DJANGO_DEBUG=1); unset it in production"
         )
-    return None
+    # The operator's policy contradicted by the configuration (a token lifetime over the longest).
+    from authserver import policy  # imported here: settings must be ready before DOT's are read
+
+    return policy.configuration_problem()
 
 
 @register()

@@ -317,6 +317,10 @@ ACCOUNT_RATE_LIMITS = {
 CODEX_OIDC_PROVIDERS = os.environ.get("CODEX_OIDC_PROVIDERS", "")
 CODEX_PASSWORD_SIGNIN = envbool("CODEX_PASSWORD_SIGNIN", True)
 CODEX_SSO_PROVIDERS = parse_providers(CODEX_OIDC_PROVIDERS)
+# The operator's policy (authserver.policy, shown at /admin/policy/): people whose e-mail domain
+# is listed here must use single sign-on; their password sign-in is refused, after the password
+# is checked (comma-separated domains; empty: nobody).
+CODEX_SSO_ONLY_DOMAINS = [domain.lower() for domain in envlist("CODEX_SSO_ONLY_DOMAINS", [])]
 SOCIALACCOUNT_PROVIDERS: dict[str, Any] = allauth_providers(CODEX_SSO_PROVIDERS)
 SOCIALACCOUNT_AUTO_SIGNUP = True
 SOCIALACCOUNT_EMAIL_AUTHENTICATION = False  # per provider: authserver.sso
@@ -414,6 +418,13 @@ CODEX_FETCHES_AT_ONCE_PER_ADDRESS = envint("CODEX_FETCHES_AT_ONCE_PER_ADDRESS", 
 # of confidential applications (made in the admin) allowed to introspect, comma-separated.
 # Anyone else gets 401. Empty: nobody may, and the metadata names no introspection endpoint.
 CODEX_INTROSPECTION_CLIENTS = envlist("CODEX_INTROSPECTION_CLIENTS", [])
+# The operator's policy (authserver.policy): Dynamic Client Registration on or off (off: the
+# registration endpoint answers 403 and the metadata names none); the longest access-token
+# lifetime any token may have (mint_token refuses a longer one; CODEX_ACCESS_TOKEN_SECONDS above
+# it refuses to start). Metadata documents' hosts: CODEX_CIMD_ALLOWED_HOSTS, below.
+CODEX_DCR_ENABLED = envbool("CODEX_DCR_ENABLED", True)
+CODEX_ACCESS_TOKEN_SECONDS = envint("CODEX_ACCESS_TOKEN_SECONDS", 3600)
+CODEX_MAX_ACCESS_TOKEN_SECONDS = envint("CODEX_MAX_ACCESS_TOKEN_SECONDS", CODEX_ACCESS_TOKEN_SECONDS)
 
 
 def oauth2_provider_settings(public_url: str) -> dict:
@@ -421,7 +432,7 @@ def oauth2_provider_settings(public_url: str) -> dict:
     return {
         "SCOPES": SCOPES,
         "DEFAULT_SCOPES": [READ],
-        "ACCESS_TOKEN_EXPIRE_SECONDS": envint("CODEX_ACCESS_TOKEN_SECONDS", 3600),
+        "ACCESS_TOKEN_EXPIRE_SECONDS": CODEX_ACCESS_TOKEN_SECONDS,
         "REFRESH_TOKEN_EXPIRE_SECONDS": envint("CODEX_REFRESH_TOKEN_SECONDS", 30 * 24 * 3600),
         "AUTHORIZATION_CODE_EXPIRE_SECONDS": 60,
         # Authorization code + PKCE S256 for every client; "plain" is refused.

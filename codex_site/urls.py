@@ -8,6 +8,7 @@ from django.views.generic import RedirectView
 from oauth2_provider import urls as dot_urls
 
 from authserver import account, sso
+from authserver import admin as authserver_admin
 from authserver import views as authserver_views
 from authserver.registration import GuardedRegistrationManagementView
 from authserver.scim import views as scim_views
@@ -74,6 +75,8 @@ urlpatterns = [
     path("healthz", site_views.healthz, name="healthz"),
     path("favicon.ico", site_views.favicon, name="favicon"),
     path("metrics", site_views.metrics, name="metrics"),
+    # The operator's policy, read-only, for staff (authserver.policy).
+    path("admin/policy/", admin.site.admin_view(authserver_admin.policy_page), name="admin_policy"),
     path("admin/", admin.site.urls),
     # Sign-in (password, single sign-on, second factor), sign-out, password change.
     path("accounts/", include(ACCOUNT_PAGES)),

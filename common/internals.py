@@ -232,9 +232,10 @@ REGISTER: tuple[Internal, ...] = (
         DOT,
         "the AccessToken table's columns (token_checksum, expires, scope, resource, user, application) "
         "read by hand-built SQL",
-        ("authserver/token_check.py",),
+        ("authserver/token_check.py", "authserver/validators.py"),
         "token_checksum",
-        "the token check's one query, built from the models' metadata (the queryset is the fallback)",
+        "the token check's one query, built from the models' metadata (the queryset is the fallback); "
+        "the revocation endpoint's lookup of the token it revokes, for its audit line",
     ),
     # --- MCP SDK ---------------------------------------------------------------------------------
     Internal(

@@ -11,7 +11,7 @@ from typing import Any
 import httpx2
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
-from django.test import Client, SimpleTestCase
+from django.test import Client, SimpleTestCase, override_settings
 from oauth2_provider.models import get_application_model
 
 from authserver.scim import credentials
@@ -127,6 +127,8 @@ class AuditTrailTest(LiveServerTestCase):
             call_tool(
                 self.mcp_url, access, "field_notes_update", {"id": entry_id, "expectedRevision": 1, "entry": entry}
             )
+            # The client revokes its own token at the revocation endpoint (RFC 7009).
+            httpx2.post(base + "/o/revoke_token/", data={"token": access, "client_id": client_id})
             # An operator's token, revoked by the person on their page, then by the operator.
             secrets.append(mint_access_token(user=person, scopes=["notes:read"], lifetime=dt.timedelta(hours=1)))
             page = Client()
@@ -157,8 +159,10 @@ class AuditTrailTest(LiveServerTestCase):
                 scim.patch(f"/Users/{created['id']}", json={"schemas": [PATCH_SCHEMA], "Operations": operations})
             scim.delete(f"/Users/{created['id']}")
             credentials.revoke(organization=organization)
-            # A policy refusal, as the operator's policy will write it.
-            audit("policy.refused", policy="client_hosts", client_id=client_id, reason="host not listed")
+            # A policy refusal: registration turned off by the operator (authserver.policy).
+            with override_settings(CODEX_DCR_ENABLED=False):
+                refused = register_client(base, client_name=f"Agent {MARKER}")
+            self.assertEqual(refused.status_code, 403)
 
         records = log.records()
         text = log.text
@@ -181,7 +185,7 @@ class AuditTrailTest(LiveServerTestCase):
             ["authorization_code", "refresh_token", "mint_token", "mint_token"],
         )
         revoked = {record["by"] for record in records if record.get("event") == "token.revoked"}
-        self.assertEqual(revoked, {"person", "operator", "deprovisioning", "account_deletion"})
+        self.assertEqual(revoked, {"client", "person", "operator", "deprovisioning", "account_deletion"})
         for record in records:
             if record.get("event"):
                 print(json.dumps(record))

@@ -4,6 +4,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
+from authserver import policy
 from authserver.scopes import ALL_SCOPES
 from authserver.tokens import mint_access_token
 
@@ -19,15 +20,28 @@ class Command(BaseCommand):
         parser.add_argument(
             "--scopes", default=" ".join(ALL_SCOPES), help='space-separated, default "notes:read notes:write"'
         )
-        parser.add_argument("--lifetime", type=int, default=3600, help="seconds the token lives (default 3600)")
+        parser.add_argument(
+            "--lifetime",
+            type=int,
+            default=None,
+            help="seconds the token lives (default 3600, or the policy's longest if shorter: "
+            "CODEX_MAX_ACCESS_TOKEN_SECONDS, which a longer one may not exceed)",
+        )
 
-    def handle(self, *args, username: str, scopes: str, lifetime: int, **options) -> None:
+    def handle(self, *args, username: str, scopes: str, lifetime: int | None, **options) -> None:
+        if lifetime is None:
+            lifetime = min(3600, policy.max_access_token_seconds())
         try:
             user = get_user_model().objects.get_by_natural_key(username)
         except get_user_model().DoesNotExist:
             raise CommandError(f"no user named {username!r}") from None
         if not user.is_active:
             raise CommandError(f"user {username!r} is inactive")
+        # The operator's policy bounds what an operator mints too (mint_access_token itself
+        # does not judge: benchmarks and tests mint what they need in-process).
+        if too_long := policy.lifetime_refusal(lifetime):
+            policy.refused(policy.MAX_ACCESS_TOKEN_LIFETIME, user_id=user.pk, reason=too_long)
+            raise CommandError(too_long)
         try:
             token = mint_access_token(user=user, scopes=scopes.split(), lifetime=dt.timedelta(seconds=lifetime))
         except ValueError as error:
