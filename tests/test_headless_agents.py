@@ -27,7 +27,7 @@ from mcp.client.auth.extensions.client_credentials import (
 )
 from oauth2_provider.models import get_access_token_model, get_application_model, get_refresh_token_model
 
-from authserver import agents
+from authserver import agents, leaving
 from authserver.models import ClientKeys, HeadlessAgent
 from mcp_endpoint.auth import token_checksum
 from tests.http_client import call_tool
@@ -35,6 +35,7 @@ from tests.live import LiveServerTestCase
 from tests.mcp_client import success_of, with_client
 from tests.oauth_helpers import Browser, forms_of
 from tests.sdk_oauth import MemoryStorage
+from tests.test_frame import CONTRACT_WORDS, visible_words
 
 NEW_AGENT = "/account/clients/agents/new/"
 TOOLS = {"field_notes_save", "field_notes_get", "field_notes_search", "field_notes_update"}
@@ -420,6 +421,10 @@ class NewAgentPageTest(TestCase):
                 self.assertEqual(page.status_code, 200)
                 self.assertNotContains(page, secret)
         self.assertNotIn(secret, json.dumps(list(get_application_model().objects.values()), default=str))
+        # In the site's words (notebook and note), as every page of the person's is.
+        refused = self.client.post(NEW_AGENT, {"name": "x", "authentication": "client_secret"})
+        for page in (made, refused, self.client.get(NEW_AGENT), self.client.get("/account/")):
+            self.assertEqual(CONTRACT_WORDS.findall(visible_words(page.content.decode())), [])
 
     def test_someone_else_cannot_revoke_her_agent(self) -> None:
         created = agents.agent_create(owner=self.alice, name="job", scopes=["notes:read"])
@@ -428,3 +433,12 @@ class NewAgentPageTest(TestCase):
         self.assertEqual(self.client.get(f"/account/clients/{created.agent.application_id}/revoke/").status_code, 404)
         self.client.post(f"/account/clients/{created.agent.application_id}/revoke/")
         self.assertIsNone(HeadlessAgent.objects.get().revoked)
+
+    def test_leaving_takes_her_agents_with_her(self) -> None:
+        _, public_pem = rsa_key_pair()
+        with self.captureOnCommitCallbacks(execute=True):
+            created = agents.agent_create(owner=self.alice, name="job", scopes=["notes:read"], public_key=public_pem)
+        leaving.account_delete(user=self.alice, by="person")
+        self.assertFalse(HeadlessAgent.objects.exists())
+        self.assertFalse(get_application_model().objects.filter(client_id=created.client_id).exists())
+        self.assertFalse(ClientKeys.objects.exists())
