@@ -123,10 +123,15 @@ def parse_public_key(text: str) -> dict:
     if problem := key_set_problem(jwks):
         raise AgentRefused("The key set cannot be used: " + problem.replace('its "jwks"', "it") + ".")
     for key in jwks["keys"]:
+        # What client_assertions.SIGNING_ALGORITHMS can verify: RSA and elliptic-curve keys.
+        if key["kty"] not in {"RSA", "EC"}:
+            raise AgentRefused(f"A key of the set has kty {key['kty'][:10]!r}; use an RSA or an elliptic-curve key.")
         try:
-            jwt.PyJWK(key)
+            public = jwt.PyJWK(key).key
         except (jwt.PyJWKError, jwt.InvalidKeyError, ValueError, TypeError, KeyError) as error:
             raise AgentRefused(f"A key of the set is not a public signing key this server can use ({error}).") from None
+        if isinstance(public, rsa.RSAPublicKey) and public.key_size < 2048:
+            raise AgentRefused(f"An RSA key of the set has {public.key_size} bits; use at least 2048.")
     return jwks
 
 

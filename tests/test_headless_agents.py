@@ -392,6 +392,29 @@ class NewAgentPageTest(TestCase):
                 },
                 "private or symmetric key",
             ),
+            "an Ed25519 key": (
+                {
+                    "name": "a",
+                    "scopes": ["notes:read"],
+                    "authentication": "private_key_jwt",
+                    "public_key": json.dumps(
+                        {"kty": "OKP", "crv": "Ed25519", "x": "11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo"}
+                    ),
+                },
+                "use an RSA or an elliptic-curve key",
+            ),
+            "a short RSA key": (
+                {
+                    "name": "a",
+                    "scopes": ["notes:read"],
+                    "authentication": "private_key_jwt",
+                    "public_key": rsa.generate_private_key(public_exponent=65537, key_size=1024)
+                    .public_key()
+                    .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+                    .decode(),
+                },
+                "use at least 2048",
+            ),
             "a control character": (
                 {"name": "a\x07b", "scopes": ["notes:read"], "authentication": "client_secret"},
                 "control character",
