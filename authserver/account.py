@@ -132,7 +132,7 @@ def _signed_in_through_provider_lately(request: HttpRequest) -> bool:
     return bool(moments) and time.time() - max(moments) < settings.ACCOUNT_REAUTHENTICATION_TIMEOUT
 
 
-def _sso_signed_in_again(view):
+def sso_signed_in_again(view):
     """allauth's reauthentication asks for a password; an account without one (single sign-on)
     would pass it untouched, so it must have come back from its provider lately instead."""
 
@@ -154,7 +154,7 @@ def _sso_signed_in_again(view):
 
 @login_required
 @require_http_methods(["GET", "POST"])
-@_sso_signed_in_again
+@sso_signed_in_again
 @reauthentication_required
 def delete_account(request: HttpRequest) -> HttpResponse:
     """Delete the signed-in person's account and everything of theirs, after they signed in

@@ -95,7 +95,7 @@ class Declaration:
 # --- the document ------------------------------------------------------------------------------
 
 
-def _key_set_problem(jwks: object) -> str | None:
+def key_set_problem(jwks: object) -> str | None:
     if not isinstance(jwks, dict) or not isinstance(jwks.get("keys"), list):
         return 'its "jwks" is not a JSON Web Key Set (an object with a "keys" array)'
     keys = jwks["keys"]
@@ -152,7 +152,7 @@ def declared_keys(metadata: dict[str, Any]) -> Declaration:
             'its "jwks_uri" is not an https address',
             'serve the key set over https and name that address in "jwks_uri"',
         )
-    if jwks is not None and (problem := _key_set_problem(jwks)):
+    if jwks is not None and (problem := key_set_problem(jwks)):
         raise DocumentRefused(problem, 'publish only public signing keys, in a "jwks_uri" or "jwks"')
     algorithm = metadata.get("token_endpoint_auth_signing_alg", "")
     if algorithm and algorithm not in SIGNING_ALGORITHMS:
@@ -212,7 +212,7 @@ def _fetch_key_set(jwks_uri: str, *, network: str | None) -> dict[str, Any]:
         )
     try:
         jwks, max_age = HardenedFetcher(network).fetch(jwks_uri)
-        if problem := _key_set_problem(jwks):
+        if problem := key_set_problem(jwks):
             raise CIMDError("it cannot be used: " + problem.replace('its "jwks"', "it"))
     except FetchBusy as error:  # nothing was fetched: nothing to hold against the set
         raise AssertionRefused(f"the client's key set could not be fetched just now ({error})") from None

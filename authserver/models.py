@@ -104,3 +104,44 @@ class SpentJti(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key[:12]}… until {self.expires_at:%Y-%m-%d %H:%M:%S}"
+
+
+class HeadlessAgent(models.Model):
+    """A program a person runs with no one at the keyboard, which gets tokens for that person's
+    codex with the client-credentials grant (the MCP OAuth Client Credentials extension).
+
+    Each agent is its own DOT Application (confidential, grant type client-credentials, owned by
+    the person), made on the person's account page (``authserver.agents``). It proves who it is
+    with a secret stored hashed (DOT's ``hash_client_secret``) or with ``private_key_jwt`` against
+    the public keys the person gave (a ``ClientKeys`` row, as a metadata document's client has).
+    The token endpoint serves ``client_credentials`` to exactly the applications of agents that
+    are not revoked (``authserver.validators``); a revoked agent keeps its row, so that the notes
+    it wrote still name it, but its application can no longer authenticate.
+    """
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="headless_agents")
+    application = models.OneToOneField(
+        oauth2_settings.APPLICATION_MODEL, on_delete=models.CASCADE, related_name="headless_agent"
+    )
+    name = models.CharField(max_length=100)
+    # Space-separated, as DOT keeps a token's: what any token of this agent may hold at most.
+    scopes = models.CharField(max_length=255)
+    created = models.DateTimeField()
+    revoked = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["owner", "revoked"], name="authserver_agent_by_owner")]
+        constraints = [
+            models.CheckConstraint(condition=~models.Q(scopes=""), name="authserver_headlessagent_has_scopes"),
+            models.CheckConstraint(
+                condition=models.Q(revoked__isnull=True) | models.Q(revoked__gte=models.F("created")),
+                name="authserver_headlessagent_revoked_after_created",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.application_id}) for {self.owner_id}"
+
+    @property
+    def scope_list(self) -> list[str]:
+        return self.scopes.split()

@@ -1,6 +1,7 @@
 """The token endpoint, serving only the grants the metadata advertises.
 
-The validator refuses other grants too (``CodexOAuth2Validator.validate_grant_type``);
+The validator refuses other grants too (``CodexOAuth2Validator.validate_grant_type``, which
+also serves client_credentials to people's headless agents only);
 this view answers them before DOT's own dispatch, which special-cases the device
 grant and would fail with a 500 on a request without ``device_code``.
 """
@@ -20,7 +21,7 @@ class CodexTokenView(TokenView):
             return JsonResponse(
                 {
                     "error": "unsupported_grant_type",
-                    "error_description": "This server serves only authorization_code and refresh_token",
+                    "error_description": "This server serves only " + ", ".join(sorted(SERVED_GRANT_TYPES)),
                 },
                 status=400,
                 headers={"Cache-Control": "no-store"},

@@ -1,5 +1,6 @@
 """django-oauth-toolkit's request validator, pinned to this server's one resource, with
-``private_key_jwt`` for clients whose metadata document declares it.
+``private_key_jwt`` for clients whose metadata document declares it, and the client-credentials
+grant for people's headless agents only (``authserver.agents``).
 
 RFC 8707 audience binding: every grant and token is bound to exactly
 ``CODEX_RESOURCE_URL``. A request without ``resource`` is pinned to it; any other
@@ -17,7 +18,8 @@ from oauth2_provider.models import get_access_token_model, get_refresh_token_mod
 from oauth2_provider.oauth2_validators import OAuth2Validator
 from oauthlib.oauth2.rfc6749 import errors
 
-from authserver import cimd, client_assertions, policy, registration
+from authserver import agents, cimd, client_assertions, policy, registration
+from authserver.models import HeadlessAgent
 from authserver.ratelimit import network_of
 from authserver.token_check import token_checksum
 from common.audit import audit
@@ -63,9 +65,17 @@ class RegistrationExpiredError(errors.FatalClientError):
     )
 
 
-# The grants the metadata advertises; tokens for headless agents are minted directly
-# (authserver.tokens.mint_access_token), never through a grant.
-SERVED_GRANT_TYPES = frozenset({"authorization_code", "refresh_token"})
+# The grants the metadata advertises. client_credentials is served to the applications of
+# people's live headless agents and to no other client (validate_grant_type); an operator's
+# token is minted directly (authserver.tokens.mint_access_token), never through a grant.
+SERVED_GRANT_TYPES = frozenset({"authorization_code", "refresh_token", "client_credentials"})
+CLIENT_CREDENTIALS = "client_credentials"
+
+
+class AgentRevokedError(errors.InvalidClientError):
+    """The agent was revoked while its token was being issued: no token."""
+
+    description = "This headless agent was revoked by its owner"
 
 
 class CodexOAuth2Validator(OAuth2Validator):
@@ -86,7 +96,8 @@ class CodexOAuth2Validator(OAuth2Validator):
         try:
             if keys is None:
                 raise client_assertions.AssertionRefused(
-                    "this client does not authenticate with private_key_jwt (its metadata document declares no keys)"
+                    "this client does not authenticate with private_key_jwt (its metadata document declares no keys, "
+                    "or it is a headless agent made with a secret, or revoked)"
                 )
             # Loads the client, and fetches its document again when DOT's copy is stale: the
             # keys are read after it, as that document declares them.
@@ -159,14 +170,35 @@ class CodexOAuth2Validator(OAuth2Validator):
         if not asked:
             asked = self.get_default_scopes(client_id, request, *args, **kwargs)
         request.scopes = asked
+        agent = getattr(request, "headless_agent", None)
+        if agent is not None and not set(asked) <= set(agent.scope_list):
+            # oauthlib answers invalid_scope; the description says what the agent may ask for.
+            raise errors.InvalidScopeError(
+                description=f"This headless agent may ask only for {' '.join(agent.scope_list)}", request=request
+            )
         return super().validate_scopes(client_id, asked, client, request, *args, **kwargs)
+
+    def get_default_scopes(self, client_id, request, *args, **kwargs):
+        # A headless agent that names no scope gets all of its own.
+        if (agent := getattr(request, "headless_agent", None)) is not None:
+            return agent.scope_list
+        return super().get_default_scopes(client_id, request, *args, **kwargs)
 
     # --- grants -------------------------------------------------------------------------------
 
     def validate_grant_type(self, client_id, grant_type, client, request, *args, **kwargs):
-        # Whatever grant a client was registered with (an old DCR client, an admin edit),
-        # the token endpoint serves only the advertised grants.
+        # Whatever grant a client was registered with (an old DCR client, an admin edit, the
+        # operator's mint_token application), the token endpoint serves only the advertised
+        # grants, and client_credentials only to a live headless agent, which gets nothing else
+        # (False: oauthlib answers unauthorized_client).
         if grant_type not in SERVED_GRANT_TYPES:
+            return False
+        if grant_type == CLIENT_CREDENTIALS:
+            agent = agents.live_agent_of(request.client)
+            if agent is None:
+                return False
+            request.headless_agent = agent
+        elif agents.is_agent_application(request.client):
             return False
         return super().validate_grant_type(client_id, grant_type, client, request, *args, **kwargs)
 
@@ -218,6 +250,26 @@ class CodexOAuth2Validator(OAuth2Validator):
             except registration.RegistrationExpired:
                 raise RegistrationExpiredError(request=request) from None
             return super().save_authorization_code(client_id, code, request, *args, **kwargs)
+
+    def _create_access_token(self, expires, request, token, source_refresh_token=None):
+        # A private DOT hook (registered in common.internals). DOT saves a client-credentials
+        # token with no user; a headless agent's acts for its owner's codex. Called inside
+        # save_bearer_token's transaction: the agent's row is read again under the lock that
+        # agent_revoke takes, so a token being issued as the agent is revoked is either refused
+        # here or deleted there, never left behind.
+        if request.grant_type == CLIENT_CREDENTIALS:
+            agent = getattr(request, "headless_agent", None)
+            live = agent is not None and (
+                HeadlessAgent.objects.select_for_update()
+                .filter(pk=agent.pk, revoked__isnull=True, application_id=request.client.pk)
+                .values_list("pk", flat=True)
+                .first()
+                is not None
+            )
+            if not live:
+                raise AgentRevokedError(request=request)
+            request.user = agent.owner
+        return super()._create_access_token(expires, request, token, source_refresh_token)
 
     def _check_and_set_request_resource(self, request) -> None:
         # A private DOT hook (pinned: django-oauth-toolkit==3.4.1; tests/test_cimd.py fails

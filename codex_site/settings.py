@@ -425,6 +425,9 @@ CODEX_INTROSPECTION_CLIENTS = envlist("CODEX_INTROSPECTION_CLIENTS", [])
 CODEX_DCR_ENABLED = envbool("CODEX_DCR_ENABLED", True)
 CODEX_ACCESS_TOKEN_SECONDS = envint("CODEX_ACCESS_TOKEN_SECONDS", 3600)
 CODEX_MAX_ACCESS_TOKEN_SECONDS = envint("CODEX_MAX_ACCESS_TOKEN_SECONDS", CODEX_ACCESS_TOKEN_SECONDS)
+# Headless agents (authserver.agents): how many a person may have at once (revoked ones do not
+# count). Each is an OAuth client that can act on its owner's codex without them.
+CODEX_AGENTS_PER_PERSON = envint("CODEX_AGENTS_PER_PERSON", 10)
 
 
 def oauth2_provider_settings(public_url: str) -> dict:
@@ -452,7 +455,8 @@ def oauth2_provider_settings(public_url: str) -> dict:
         "COMPLIANT_BCP_RFC9700_IMPLICIT_GRANT": True,
         "COMPLIANT_BCP_RFC9700_PASSWORD_GRANT": True,
         "OAUTH2_RESPONSE_TYPES_SUPPORTED": ["code"],
-        "OAUTH2_GRANT_TYPES_SUPPORTED": ["authorization_code", "refresh_token"],
+        # client_credentials: served only to people's headless agents (authserver.validators).
+        "OAUTH2_GRANT_TYPES_SUPPORTED": ["authorization_code", "refresh_token", "client_credentials"],
         # private_key_jwt: for clients whose metadata document declares it (authserver.client_assertions).
         "OAUTH2_TOKEN_ENDPOINT_AUTH_METHODS_SUPPORTED": [
             "none",

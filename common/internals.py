@@ -223,6 +223,15 @@ REGISTER: tuple[Internal, ...] = (
     ),
     Internal(
         DOT,
+        "OAuth2Validator._create_access_token (overridden: called inside _save_bearer_token's transaction, "
+        "after DOT sets request.user to None for client_credentials), GRANT_TYPE_MAPPING's client_credentials",
+        ("authserver/validators.py",),
+        "def _create_access_token",
+        "a headless agent's client-credentials token acts for its owner's codex, and is refused when the agent "
+        "was revoked meanwhile (its row read under the lock agent_revoke takes)",
+    ),
+    Internal(
+        DOT,
         "OAuth2Validator._check_and_set_request_resource (overridden)",
         ("authserver/validators.py",),
         "_check_and_set_request_resource",

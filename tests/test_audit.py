@@ -14,6 +14,7 @@ from django.core.management import call_command
 from django.test import Client, SimpleTestCase, override_settings
 from oauth2_provider.models import get_application_model
 
+from authserver import agents
 from authserver.scim import credentials
 from authserver.scim.models import Organization
 from authserver.tokens import mint_access_token
@@ -42,6 +43,8 @@ EVENTS = {
     "scim.credential_issued",
     "scim.credential_revoked",
     "policy.refused",
+    "agent.created",
+    "agent.revoked",
 }
 
 
@@ -136,6 +139,15 @@ class AuditTrailTest(LiveServerTestCase):
             application = get_application_model().objects.get(client_id=client_id)
             page.post(f"/account/clients/{application.pk}/revoke/")
             call_command("revoke_tokens", person.username, stdout=io.StringIO())
+            # A headless agent named with the marker: made, given a token, revoked.
+            agent = agents.agent_create(owner=person, name=f"Agent {MARKER}", scopes=["notes:read"])
+            secrets.append(agent.secret)
+            granted = httpx2.post(
+                f"{base}/o/token/", data={"grant_type": "client_credentials"}, auth=(agent.client_id, agent.secret)
+            )
+            self.assertEqual(granted.status_code, 200, granted.text)
+            secrets.append(granted.json()["access_token"])
+            agents.agent_revoke(agent=agent.agent)
             # SCIM: the credential, a person provisioned, changed, deactivated, reactivated, deleted.
             organization = Organization.objects.create(name="acme", domains=["acme.example"])
             credential = credentials.issue(organization=organization)
@@ -182,7 +194,7 @@ class AuditTrailTest(LiveServerTestCase):
         grants = [record for record in records if record.get("event") == "token.granted"]
         self.assertEqual(
             [grant["grant_type"] for grant in grants],
-            ["authorization_code", "refresh_token", "mint_token", "mint_token"],
+            ["authorization_code", "refresh_token", "mint_token", "client_credentials", "mint_token"],
         )
         revoked = {record["by"] for record in records if record.get("event") == "token.revoked"}
         self.assertEqual(revoked, {"client", "person", "operator", "deprovisioning", "account_deletion"})

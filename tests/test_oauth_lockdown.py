@@ -1,5 +1,6 @@
 """The OAuth surface is exactly what the metadata advertises (contract 8): only the
-authorization-code and refresh-token grants, no application-management pages, a
+authorization-code and refresh-token grants (and client credentials for people's headless
+agents only, tests/test_headless_agents.py), no application-management pages, a
 request checked before anyone is asked to sign in, and deactivation revokes."""
 
 import datetime as dt
@@ -27,7 +28,7 @@ class GrantLockdownTest(OAuthServerTestCase):
             with self.subTest(path=path):
                 self.assertEqual(self.browser.http.get(self.base + path).status_code, 404)
 
-    def test_a_client_credentials_application_gets_no_token(self) -> None:
+    def test_a_client_credentials_application_that_is_no_headless_agent_gets_no_token(self) -> None:
         tokens_before = get_access_token_model().objects.count()  # setUp's registration token
         Application = get_application_model()
         secret = "s" * 40
@@ -43,13 +44,24 @@ class GrantLockdownTest(OAuthServerTestCase):
             data={"grant_type": "client_credentials", "scope": "notes:read"},
             auth=(application.client_id, secret),
         )
+        # Authenticated, but client_credentials is served only to a person's headless agent.
         self.assertEqual(response.status_code, 400, response.text)
-        self.assertEqual(response.json()["error"], "unsupported_grant_type")
+        self.assertEqual(response.json()["error"], "unauthorized_client")
+        self.assertEqual(get_access_token_model().objects.count(), tokens_before)
+
+    def test_client_credentials_for_a_public_client_is_refused(self) -> None:
+        tokens_before = get_access_token_model().objects.count()
+        response = httpx2.post(
+            self.base + "/o/token/", data={"grant_type": "client_credentials", "client_id": self.client_id}
+        )
+        # A public client cannot authenticate, which the grant requires (RFC 6749 §4.4).
+        self.assertEqual(response.status_code, 401, response.text)
+        self.assertEqual(response.json()["error"], "invalid_client")
         self.assertEqual(get_access_token_model().objects.count(), tokens_before)
 
     def test_other_grants_are_refused_at_the_token_endpoint(self) -> None:
         tokens_before = get_access_token_model().objects.count()
-        for grant_type in ("password", "client_credentials", "urn:ietf:params:oauth:grant-type:device_code", "x"):
+        for grant_type in ("password", "urn:ietf:params:oauth:grant-type:device_code", "x"):
             with self.subTest(grant_type=grant_type):
                 response = httpx2.post(
                     self.base + "/o/token/",

@@ -90,7 +90,7 @@ class MetadataTest(OAuthServerTestCase):
                 "revocation_endpoint": o + "/revoke_token/",
                 "registration_endpoint": o + "/register/",
                 "response_types_supported": ["code"],
-                "grant_types_supported": ["authorization_code", "refresh_token"],
+                "grant_types_supported": ["authorization_code", "refresh_token", "client_credentials"],
                 "scopes_supported": ["notes:read", "notes:write"],
                 "code_challenge_methods_supported": ["S256"],
                 "client_id_metadata_document_supported": True,
