@@ -5,6 +5,7 @@ from collections import defaultdict
 from typing import Any
 from urllib.parse import urlsplit
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.db.models import Max, Min
 from django.http import Http404, HttpRequest, HttpResponse
@@ -15,7 +16,7 @@ from django.views.decorators.http import require_http_methods
 from oauth2_provider.models import get_access_token_model, get_application_model, get_refresh_token_model
 from oauth2_provider.settings import oauth2_settings
 
-from authserver.models import ClientUse
+from authserver.models import ClientUse, OrganizationGrant
 from authserver.tokens import OPERATOR_APPLICATION_NAME, revoke_tokens
 from common.inputs import ascii_int
 from notebook import selectors
@@ -36,11 +37,12 @@ def _live_tokens(user: Any) -> tuple[Any, Any]:
 def authorized_clients(request: HttpRequest) -> HttpResponse:
     """The clients holding a live token for this person, with a revoke button each.
 
-    Eight queries however many clients: live access-token scopes, clients with a live
+    Nine queries however many clients: live access-token scopes, clients with a live
     refresh token, the clients themselves, when each got its first and its latest access and
     refresh token (two grouped queries), the person's codex, what each client wrote in it
     (created, last changed, wrote in at all; notebook.selectors.writer_counts), and when each
-    last called a tool (authserver.last_used).
+    last called a tool (authserver.last_used), and which its organization granted (an ID-JAG's
+    ``OrganizationGrant``).
     """
     access, refresh = _live_tokens(request.user)
     scopes_by_application: dict[int, set[str]] = defaultdict(set)
@@ -57,6 +59,12 @@ def authorized_clients(request: HttpRequest) -> HttpResponse:
             user=request.user, application_id__in=[application.pk for application in applications]
         ).values_list("application_id", "last_used")
     )
+    by_organization = dict(
+        OrganizationGrant.objects.filter(
+            user=request.user, application_id__in=[application.pk for application in applications]
+        ).values_list("application_id", "issuer")
+    )
+    issuers = {provider["issuer"]: provider["name"] for provider in settings.CODEX_SSO_PROVIDERS}
     clients = []
     for application in applications:
         scopes = sorted(scopes_by_application.get(application.pk, ()))
@@ -69,6 +77,12 @@ def authorized_clients(request: HttpRequest) -> HttpResponse:
                 "connected_on": issued.get(application.pk, (None, None))[0],
                 "last_token": issued.get(application.pk, (None, None))[1],
                 "last_used": last_used.get(application.pk),
+                # "granted by your organization", through its IdP (named as sign-in names it).
+                "organization": (
+                    issuers.get(by_organization[application.pk], by_organization[application.pk])
+                    if application.pk in by_organization
+                    else None
+                ),
             }
         )
     context = {"clients": clients, "revoked": _revoked_notice(request, codex)}

@@ -20,7 +20,8 @@ class CodexTokenView(TokenView):
             return JsonResponse(
                 {
                     "error": "unsupported_grant_type",
-                    "error_description": "This server serves only authorization_code and refresh_token",
+                    "error_description": "This server serves only authorization_code, refresh_token and "
+                    "urn:ietf:params:oauth:grant-type:jwt-bearer (an ID-JAG)",
                 },
                 status=400,
                 headers={"Cache-Control": "no-store"},

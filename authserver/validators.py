@@ -17,6 +17,7 @@ from oauth2_provider.oauth2_validators import OAuth2Validator
 from oauthlib.oauth2.rfc6749 import errors
 
 from authserver import cimd, client_assertions, registration
+from authserver.id_jag import GRANT_TYPE as JWT_BEARER
 from authserver.ratelimit import network_of
 
 logger = logging.getLogger(__name__)
@@ -61,8 +62,9 @@ class RegistrationExpiredError(errors.FatalClientError):
 
 
 # The grants the metadata advertises; tokens for headless agents are minted directly
-# (authserver.tokens.mint_access_token), never through a grant.
-SERVED_GRANT_TYPES = frozenset({"authorization_code", "refresh_token"})
+# (authserver.tokens.mint_access_token), never through a grant. JWT_BEARER: an ID-JAG
+# (authserver.id_jag), served to any client that authenticates as registered.
+SERVED_GRANT_TYPES = frozenset({"authorization_code", "refresh_token", JWT_BEARER})
 
 
 class CodexOAuth2Validator(OAuth2Validator):
@@ -156,6 +158,10 @@ class CodexOAuth2Validator(OAuth2Validator):
         # the token endpoint serves only the advertised grants.
         if grant_type not in SERVED_GRANT_TYPES:
             return False
+        if grant_type == JWT_BEARER:
+            # DOT's Application has one grant type and no jwt-bearer among them: any client may
+            # present an ID-JAG, which its IdP issued to it by client_id (checked with it).
+            return True
         return super().validate_grant_type(client_id, grant_type, client, request, *args, **kwargs)
 
     def validate_response_type(self, client_id, response_type, client, request, *args, **kwargs):
