@@ -61,7 +61,7 @@ from oauthlib.oauth2 import Server
 from oauthlib.oauth2.rfc6749 import errors
 from oauthlib.oauth2.rfc6749.grant_types.base import GrantTypeBase
 
-from authserver import replay
+from authserver import registration, replay
 from authserver.client_assertions import SIGNING_ALGORITHMS, cache_digest
 from authserver.fetching import FetchBusy, HardenedFetcher
 from authserver.models import OrganizationGrant
@@ -297,6 +297,12 @@ class IdJagGrant(GrantTypeBase):
                     namespace=NAMESPACE, issuer=issuer, jti=request.id_jag_claims["jti"], expires_at=until
                 ):
                     raise Refused("the ID-JAG was used before; ask the IdP for a new one")
+                # The organization's grant approves a client as a person's consent does: a
+                # registration still waiting for that is kept from now on (authserver.registration).
+                try:
+                    registration.claim_on_approval(request.client)
+                except registration.RegistrationExpired:
+                    raise Refused("this client's registration expired before anyone used it; register again") from None
                 if request.user is None:
                     request.user = make_person(request.id_jag_provider, request.id_jag_claims)
                 token = token_handler.create_token(request, refresh_token=False)

@@ -23,9 +23,10 @@ from django.contrib.auth import get_user_model
 from django.test import TestCase, override_settings
 from oauth2_provider.models import AccessToken, Application, RefreshToken
 
-from authserver import id_jag
-from authserver.models import OrganizationGrant, SpentJti
-from tests.hosted_clients import b64url, encoded_json, public_jwk, rsa_key
+from authserver import cimd, id_jag
+from authserver.client_assertions import ASSERTION_TYPE
+from authserver.models import OrganizationGrant, PendingRegistration, SpentJti
+from tests.hosted_clients import ChatGPTLike, b64url, encoded_json, public_jwk, rsa_key
 from tests.loopback_http import DocumentsServer
 from tests.oidc import sso_settings
 
@@ -198,6 +199,26 @@ class IdJagGrantTest(IdJagTestCase):
         )
         self.assertEqual(response.status_code, 200, response.content)
         self.assertEqual(AccessToken.objects.get().application, public)
+
+    def test_a_metadata_document_client_with_private_key_jwt_presents_its_id_jag(self) -> None:
+        chatgpt = ChatGPTLike(self.documents)
+        fetched = cimd.fetch_new(chatgpt.client_id, network="127.0.0.1")
+        self.assertIsNotNone(fetched.application)
+        data = {
+            "grant_type": id_jag.GRANT_TYPE,
+            "assertion": signed(self.claims(client_id=chatgpt.client_id)),
+            "client_id": chatgpt.client_id,
+            "client_assertion_type": ASSERTION_TYPE,
+        }
+        before = self.counts()
+        refused = self.client.post(TOKEN_URL, {**data, "client_assertion": chatgpt.assertion(ISSUER, key=OTHER_KEY)})
+        self.assert_refused(refused, "invalid_client", "signature does not verify")
+        self.assertEqual(self.counts(), before)
+        response = self.client.post(TOKEN_URL, {**data, "client_assertion": chatgpt.assertion(ISSUER)})
+        self.assertEqual(response.status_code, 200, response.content)
+        self.assertEqual(AccessToken.objects.get().application.client_id, chatgpt.client_id)
+        # The organization approved it: its registration no longer waits to be removed.
+        self.assertFalse(PendingRegistration.objects.exists())
 
     def test_an_unknown_person_gets_an_account_on_first_use_where_sign_up_is_on(self) -> None:
         response = self.present(signed(self.claims(sub="bea-at-acme", email="bea@acme.test")))
