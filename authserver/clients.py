@@ -22,7 +22,7 @@ from oauth2_provider.settings import oauth2_settings
 
 from authserver import agents
 from authserver.account import sso_signed_in_again
-from authserver.models import ClientUse, HeadlessAgent
+from authserver.models import ClientUse, HeadlessAgent, OrganizationGrant
 from authserver.scopes import ALL_SCOPES
 from authserver.tokens import OPERATOR_APPLICATION_NAME, revoke_tokens
 from common.inputs import ascii_int
@@ -48,7 +48,8 @@ def authorized_clients(request: HttpRequest) -> HttpResponse:
     refresh token, the person's live headless agents, the clients themselves, when each got
     its first and its latest access and refresh token (two grouped queries), the person's
     codex, what each client wrote in it (created, last changed, wrote in at all;
-    notebook.selectors.writer_counts), and when each last called a tool (authserver.last_used).
+    notebook.selectors.writer_counts), when each last called a tool (authserver.last_used),
+    and which its organization granted (an ID-JAG's ``OrganizationGrant``).
     """
     access, refresh = _live_tokens(request.user)
     scopes_by_application: dict[int, set[str]] = defaultdict(set)
@@ -69,6 +70,12 @@ def authorized_clients(request: HttpRequest) -> HttpResponse:
             user=request.user, application_id__in=[application.pk for application in applications]
         ).values_list("application_id", "last_used")
     )
+    by_organization = dict(
+        OrganizationGrant.objects.filter(
+            user=request.user, application_id__in=[application.pk for application in applications]
+        ).values_list("application_id", "issuer")
+    )
+    issuers = {provider["issuer"]: provider["name"] for provider in settings.CODEX_SSO_PROVIDERS}
     clients = []
     for application in applications:
         agent = agents_by_application.get(application.pk)
@@ -83,6 +90,12 @@ def authorized_clients(request: HttpRequest) -> HttpResponse:
                 "connected_on": issued.get(application.pk, (None, None))[0],
                 "last_token": issued.get(application.pk, (None, None))[1],
                 "last_used": last_used.get(application.pk),
+                # "granted by your organization", through its IdP (named as sign-in names it).
+                "organization": (
+                    issuers.get(by_organization[application.pk], by_organization[application.pk])
+                    if application.pk in by_organization
+                    else None
+                ),
             }
         )
     context = {

@@ -145,3 +145,26 @@ class HeadlessAgent(models.Model):
     @property
     def scope_list(self) -> list[str]:
         return self.scopes.split()
+
+
+class OrganizationGrant(models.Model):
+    """An application a person's organization let use their notebook: the latest ID-JAG its IdP
+    (``issuer``) signed for them and this client (``authserver.id_jag``). Connected applications
+    marks the application "granted by your organization"; revoking it there removes this row
+    with the tokens (``authserver.tokens.revoke_tokens``). Nothing the client sent is kept here:
+    the row is written in the transaction that issues the token, never for a refused ID-JAG."""
+
+    application = models.ForeignKey(oauth2_settings.APPLICATION_MODEL, on_delete=models.CASCADE, related_name="+")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    issuer = models.CharField(max_length=2048)
+    granted_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["application", "user"], name="authserver_organizationgrant_one_per_person_and_client"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.application_id} for {self.user_id} by {self.issuer}"

@@ -34,6 +34,8 @@ from oauth2_provider.models import get_application_model, get_grant_model
 from oauth2_provider.signals import app_authorized
 
 from authserver import devices
+from authserver.id_jag import GRANT_TYPE as ID_JAG_GRANT_TYPE
+from authserver.models import OrganizationGrant
 from authserver.tokens import revoke_tokens
 from common.audit import audit
 
@@ -57,12 +59,23 @@ def revoke_on_deactivation(sender: Any, instance: Any, created: bool, **kwargs: 
 @receiver(app_authorized, dispatch_uid="authserver.audit_token_granted")
 def audit_token_granted(sender: Any, request: Any, token: Any, **kwargs: Any) -> None:
     # Sent by DOT's token view once a grant has issued this access token (the request is the
-    # token request: its grant type is one the validator served).
+    # token request: its grant type is one the validator served). An ID-JAG's token also names
+    # the grant and the organization's IdP that decided it (authserver.id_jag).
+    grant_type = request.POST.get("grant_type")
+    by_organization = {}
+    if grant_type == ID_JAG_GRANT_TYPE:
+        issuer = (
+            OrganizationGrant.objects.filter(application_id=token.application_id, user_id=token.user_id)
+            .values_list("issuer", flat=True)
+            .first()
+        )
+        by_organization = {"grant": "id_jag", "issuer": issuer}
     audit(
         "token.granted",
         user_id=token.user_id,
         client_id=token.application.client_id if token.application_id is not None else None,
-        grant_type=request.POST.get("grant_type"),
+        grant_type=grant_type,
+        **by_organization,
         scopes=token.scope.split(),
         access_token_id=token.pk,
         expires=token.expires.isoformat(),

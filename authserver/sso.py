@@ -73,8 +73,10 @@ def _taken(emails: list[str]) -> bool:
 
 class CodexSocialAccountAdapter(DefaultSocialAccountAdapter):
     def is_open_for_signup(self, request: HttpRequest, sociallogin: Any) -> bool:
-        # The domain check in pre_social_login has already let this person through.
-        return True
+        # The domain check in pre_social_login has already let this person through; whether an
+        # unknown person gets an account is the provider's "signup" (an ID-JAG follows it too).
+        settings = getattr(sociallogin.provider.app, "settings", None) or {}
+        return bool(settings.get("codex_signup", True))
 
     def pre_social_login(self, request: HttpRequest, sociallogin: Any) -> None:
         provider = sociallogin.provider

@@ -5,7 +5,7 @@ The variable holds a JSON list, one object per OpenID Connect provider::
 
     [{"id": "acme", "name": "Acme staff", "issuer": "https://login.acme.example",
       "client_id": "...", "secret": "...", "domains": ["acme.example"],
-      "match_existing": false}]
+      "match_existing": false, "signup": true, "id_jag": false}]
 
 - ``id``: letters, digits, ``-`` and ``_``; the provider's callback is
   ``<public URL>/accounts/oidc/<id>/login/callback/`` (register that at the provider);
@@ -15,7 +15,14 @@ The variable holds a JSON list, one object per OpenID Connect provider::
 - ``domains``: the email domains allowed to sign in (required, at least one; ``"*"`` allows
   any verified email);
 - ``match_existing``: a first sign-in whose verified email (of an allowed domain) is an
-  existing local account's signs in to that account instead of making a new one.
+  existing local account's signs in to that account instead of making a new one;
+- ``signup`` (default true): whether a person this server does not know yet gets an account
+  on their first sign-in through this provider (false: only people already linked to it, or
+  provisioned through SCIM, sign in). The same setting decides it for an ID-JAG;
+- ``id_jag`` (default false): this provider's issuer is trusted for Enterprise-Managed
+  Authorization (``authserver.id_jag``): an Identity Assertion JWT Authorization Grant it signs
+  gets an access token for the person it names, with no consent page. Its issuer must be an
+  https URL (its keys are fetched from its discovery document).
 
 Each becomes an app of allauth's generic ``openid_connect`` provider, with PKCE.
 """
@@ -29,7 +36,18 @@ from urllib.parse import urlsplit
 from django.core.exceptions import ImproperlyConfigured
 
 _ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-_KNOWN = {"id", "name", "issuer", "client_id", "secret", "secret_env", "domains", "match_existing"}
+_KNOWN = {
+    "id",
+    "name",
+    "issuer",
+    "client_id",
+    "secret",
+    "secret_env",
+    "domains",
+    "match_existing",
+    "signup",
+    "id_jag",
+}
 
 
 def parse_providers(raw: str) -> list[dict[str, Any]]:
@@ -79,6 +97,11 @@ def parse_providers(raw: str) -> list[dict[str, Any]]:
         match_existing = item.get("match_existing", False)
         if not isinstance(match_existing, bool):
             raise ImproperlyConfigured(f"{where}.match_existing must be true or false")
+        signup, id_jag = item.get("signup", True), item.get("id_jag", False)
+        if not isinstance(signup, bool) or not isinstance(id_jag, bool):
+            raise ImproperlyConfigured(f"{where}.signup and {where}.id_jag must be true or false")
+        if id_jag and urlsplit(issuer).scheme != "https":
+            raise ImproperlyConfigured(f"{where}.issuer must be https to be trusted for ID-JAG (id_jag)")
         name = item.get("name", provider_id)
         if not isinstance(name, str) or not name.strip():
             raise ImproperlyConfigured(f"{where}.name must be a display name")
@@ -91,6 +114,8 @@ def parse_providers(raw: str) -> list[dict[str, Any]]:
                 "secret": secret,
                 "domains": sorted({domain.strip().lower().lstrip("@") for domain in domains}),
                 "match_existing": match_existing,
+                "signup": signup,
+                "id_jag": id_jag,
             }
         )
     return providers
@@ -115,6 +140,7 @@ def allauth_providers(providers: list[dict[str, Any]]) -> dict[str, Any]:
                         "server_url": provider["issuer"],
                         "codex_domains": provider["domains"],
                         "email_authentication": provider["match_existing"],
+                        "codex_signup": provider["signup"],
                     },
                 }
                 for provider in providers

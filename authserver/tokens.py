@@ -91,6 +91,12 @@ def revoke_tokens(*, user: AbstractBaseUser, by: str, application: object | None
         refresh_token.revoke()  # DOT's own revoke also deletes its access token
         revoked += 1
     deleted, _ = access_tokens.delete()
+    # An organization's grant (an ID-JAG's) goes with the tokens: the application is no longer
+    # connected, until the organization's IdP grants it again.
+    from authserver.models import OrganizationGrant
+
+    grants = OrganizationGrant.objects.filter(user=user)
+    (grants if application is None else grants.filter(application=application)).delete()
     audit(
         "token.revoked",
         user_id=user.pk,

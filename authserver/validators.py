@@ -19,6 +19,7 @@ from oauth2_provider.oauth2_validators import OAuth2Validator
 from oauthlib.oauth2.rfc6749 import errors
 
 from authserver import agents, cimd, client_assertions, policy, registration
+from authserver.id_jag import GRANT_TYPE as JWT_BEARER
 from authserver.models import HeadlessAgent
 from authserver.ratelimit import network_of
 from authserver.token_check import token_checksum
@@ -66,9 +67,10 @@ class RegistrationExpiredError(errors.FatalClientError):
 
 
 # The grants the metadata advertises. client_credentials is served to the applications of
-# people's live headless agents and to no other client (validate_grant_type); an operator's
-# token is minted directly (authserver.tokens.mint_access_token), never through a grant.
-SERVED_GRANT_TYPES = frozenset({"authorization_code", "refresh_token", "client_credentials"})
+# people's live headless agents and to no other client (validate_grant_type); JWT_BEARER, an
+# ID-JAG (authserver.id_jag), to any other client that authenticates as registered; an
+# operator's token is minted directly (authserver.tokens.mint_access_token), never through a grant.
+SERVED_GRANT_TYPES = frozenset({"authorization_code", "refresh_token", "client_credentials", JWT_BEARER})
 CLIENT_CREDENTIALS = "client_credentials"
 
 
@@ -200,6 +202,10 @@ class CodexOAuth2Validator(OAuth2Validator):
             request.headless_agent = agent
         elif agents.is_agent_application(request.client):
             return False
+        elif grant_type == JWT_BEARER:
+            # DOT's Application has one grant type and no jwt-bearer among them: any client may
+            # present an ID-JAG, which its IdP issued to it by client_id (checked with it).
+            return True
         return super().validate_grant_type(client_id, grant_type, client, request, *args, **kwargs)
 
     def validate_response_type(self, client_id, response_type, client, request, *args, **kwargs):

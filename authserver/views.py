@@ -23,7 +23,7 @@ from oauth2_provider.views import AuthorizationView, IntrospectTokenView, OAuthS
 from oauth2_provider.views.dynamic_client_registration import DynamicClientRegistrationView
 
 import codex_metrics
-from authserver import cimd, client_assertions, policy
+from authserver import cimd, client_assertions, id_jag, policy
 from authserver.ratelimit import allow, client_network
 from authserver.refusals import explain, policy_refusal
 from authserver.registration import (
@@ -238,6 +238,10 @@ class CodexServerMetadataView(OAuthServerMetadataView):
     def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         response = super().get(request, *args, **kwargs)
         data = json.loads(response.content)
+        if id_jag.trusted_providers():
+            # Enterprise-Managed Authorization: advertised only while an IdP is trusted for it.
+            data["grant_types_supported"] = [*data.get("grant_types_supported", []), id_jag.GRANT_TYPE]
+            data["authorization_grant_profiles_supported"] = [id_jag.PROFILE]
         if client_assertions.PRIVATE_KEY_JWT in data.get("token_endpoint_auth_methods_supported", ()):
             data["token_endpoint_auth_signing_alg_values_supported"] = list(client_assertions.SIGNING_ALGORITHMS)
         if not policy.dcr_enabled():  # the operator's policy: nobody may register

@@ -466,6 +466,8 @@ def oauth2_provider_settings(public_url: str) -> dict:
         ],
         # RFC 8707: every grant and token is bound to <public_url>/mcp.
         "OAUTH2_VALIDATOR_CLASS": "authserver.validators.CodexOAuth2Validator",
+        # oauthlib's server with the jwt-bearer grant for ID-JAGs (Enterprise-Managed Authorization).
+        "OAUTH2_SERVER_CLASS": "authserver.id_jag.CodexServer",
         # Dynamic Client Registration (RFC 7591) for clients that do not use metadata documents.
         "DCR_ENABLED": True,
         "DCR_REGISTRATION_PERMISSION_CLASSES": ("oauth2_provider.dcr.AllowAllDCRPermission",),

@@ -17,6 +17,7 @@ DJANGO = "django"
 DOT = "django-oauth-toolkit"
 MCP = "mcp"
 ALLAUTH = "django-allauth"
+OAUTHLIB = "oauthlib"
 
 # The installed versions each library's entries were last read against (distribution names).
 CHECKED: dict[str, frozenset[str]] = {
@@ -24,12 +25,13 @@ CHECKED: dict[str, frozenset[str]] = {
     DOT: frozenset({"3.4.1"}),
     MCP: frozenset({"2.3.0"}),
     ALLAUTH: frozenset({"65.21.1"}),
+    OAUTHLIB: frozenset({"4.0.1"}),
 }
 
 
 @dataclass(frozen=True)
 class Internal:
-    library: str  # DJANGO, DOT, MCP or ALLAUTH
+    library: str  # DJANGO, DOT, MCP, ALLAUTH or OAUTHLIB
     what: str  # the names used
     where: tuple[str, ...]  # files (from the repository's root) that use them
     needle: str  # a string each of those files holds where it uses them
@@ -232,10 +234,23 @@ REGISTER: tuple[Internal, ...] = (
     ),
     Internal(
         DOT,
-        "OAuth2Validator._check_and_set_request_resource (overridden)",
-        ("authserver/validators.py",),
+        "OAuth2Validator._check_and_set_request_resource (overridden; also called by the ID-JAG grant "
+        "before it checks the assertion)",
+        ("authserver/validators.py", "authserver/id_jag.py"),
         "_check_and_set_request_resource",
         "a missing resource is pinned to this server's and any other refused (invalid_target)",
+    ),
+    # --- oauthlib: the jwt-bearer grant DOT does not have ---------------------------------------
+    Internal(
+        OAUTHLIB,
+        "oauthlib.oauth2.Server subclassed, adding a handler to its TokenEndpoint.grant_types dict after "
+        "__init__; GrantTypeBase subclassed (create_token_response/validate_token_request, and its helpers "
+        "validate_client_authentication, validate_grant_type, _get_default_headers); Request.duplicate_params "
+        "and a body parameter (assertion) read as a Request attribute",
+        ("authserver/id_jag.py",),
+        "class IdJagGrant(GrantTypeBase)",
+        "RFC 7523 jwt-bearer for ID-JAGs (Enterprise-Managed Authorization): oauthlib and DOT 3.4.1 have no "
+        "such grant; DOT takes the server class from OAUTH2_SERVER_CLASS",
     ),
     Internal(
         DOT,

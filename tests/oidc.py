@@ -69,12 +69,22 @@ def node_command() -> list[str]:
 
 class OIDCProvider:
     """One provider process; ``clients`` are its registered clients (oidc-provider's
-    client metadata)."""
+    client metadata). ``script`` is the provider's script in ``tests/oidc_provider/`` (one that
+    serves https takes ``arguments`` after the usual three, and says so with ``scheme``)."""
 
-    def __init__(self, clients: list[dict[str, Any]]) -> None:
+    def __init__(
+        self,
+        clients: list[dict[str, Any]],
+        *,
+        script: str = "provider.mjs",
+        scheme: str = "http",
+        arguments: tuple[str, ...] = (),
+    ) -> None:
         self.clients = clients
+        self.script = script
+        self.arguments = arguments
         self.port = free_port()
-        self.issuer = f"http://127.0.0.1:{self.port}"
+        self.issuer = f"{scheme}://127.0.0.1:{self.port}"
         self.process: subprocess.Popen | None = None
         self.directory = tempfile.TemporaryDirectory(prefix="codex-oidc-")
 
@@ -83,7 +93,14 @@ class OIDCProvider:
         clients_file = Path(self.directory.name) / "clients.json"
         clients_file.write_text(json.dumps(self.clients))
         self.process = subprocess.Popen(
-            [*node_command(), str(SOURCE / "provider.mjs"), str(self.port), str(clients_file), str(modules)],
+            [
+                *node_command(),
+                str(SOURCE / self.script),
+                str(self.port),
+                str(clients_file),
+                str(modules),
+                *self.arguments,
+            ],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
