@@ -54,7 +54,7 @@ from allauth.socialaccount.models import SocialAccount
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.cache import cache
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 from oauth2_provider.cimd import CIMDError
 from oauthlib.oauth2 import Server
@@ -65,6 +65,7 @@ from authserver import registration, replay
 from authserver.client_assertions import SIGNING_ALGORITHMS, cache_digest
 from authserver.fetching import FetchBusy, HardenedFetcher
 from authserver.models import OrganizationGrant
+from authserver.ratelimit import network_of
 from authserver.sso import domain_allowed
 
 logger = logging.getLogger(__name__)
@@ -304,7 +305,10 @@ class IdJagGrant(GrantTypeBase):
                 except registration.RegistrationExpired:
                     raise Refused("this client's registration expired before anyone used it; register again") from None
                 if request.user is None:
-                    request.user = make_person(request.id_jag_provider, request.id_jag_claims)
+                    try:
+                        request.user = make_person(request.id_jag_provider, request.id_jag_claims)
+                    except IntegrityError:  # the same person made by a concurrent first use
+                        raise Refused("this person's account was being made at the same moment; try again") from None
                 token = token_handler.create_token(request, refresh_token=False)
                 token.pop("refresh_token", None)
                 self.request_validator.save_token(token, request)
@@ -339,11 +343,15 @@ class IdJagGrant(GrantTypeBase):
         self.validate_grant_type(request)
         # The request's own resource, if any, must be /mcp (invalid_target), before anything else.
         self.request_validator._check_and_set_request_resource(request)
-        from authserver.validators import _network_of
-
+        # The client's network (DOT hands the request's META as its headers): its share of the
+        # fetch slots, should the IdP's key set be fetched.
+        address = (getattr(request, "headers", None) or {}).get("REMOTE_ADDR")
         try:
             claims, provider = verify(
-                request.assertion, client_id=request.client.client_id, now=time.time(), network=_network_of(request)
+                request.assertion,
+                client_id=request.client.client_id,
+                now=time.time(),
+                network=network_of(address) if address else None,
             )
             granted = set(claims.get("scope", "").split())
             asked = set((request.scope or "").split()) or granted
@@ -357,6 +365,7 @@ class IdJagGrant(GrantTypeBase):
                 raise Refused(f"this server has no scope {' '.join(scopes)}; it offers notes:read and notes:write")
             request.user = find_person(provider, claims)
         except Refused as refused:
+            logger.warning("ID-JAG refused for client %r: %s", str(request.client_id or "")[:255], refused)
             raise errors.InvalidGrantError(description=str(refused), request=request) from None
         request.scopes = scopes
         request.id_jag_claims = claims

@@ -13,6 +13,7 @@ import hmac
 import json
 import time
 import uuid
+from types import SimpleNamespace
 from typing import Any
 
 import jwt
@@ -26,6 +27,7 @@ from oauth2_provider.models import AccessToken, Application, RefreshToken
 from authserver import cimd, id_jag
 from authserver.client_assertions import ASSERTION_TYPE
 from authserver.models import OrganizationGrant, PendingRegistration, SpentJti
+from authserver.sso import CodexSocialAccountAdapter
 from tests.hosted_clients import ChatGPTLike, b64url, encoded_json, public_jwk, rsa_key
 from tests.loopback_http import DocumentsServer
 from tests.oidc import sso_settings
@@ -318,6 +320,15 @@ class IdJagRefusalTest(IdJagTestCase):
         with override_settings(**sso_settings(provider_entry(self.documents.origin, signup=False))):
             assertion = signed(self.claims(sub="bea-at-acme", email="bea@acme.test"))
             self.assert_refused_storing_nothing(assertion, "not made on first use")
+
+    def test_the_same_signup_setting_closes_sign_up_through_single_sign_on(self) -> None:
+        adapter = CodexSocialAccountAdapter()
+        for signup in (True, False):
+            [app] = sso_settings(provider_entry(self.documents.origin, signup=signup))["SOCIALACCOUNT_PROVIDERS"][
+                "openid_connect"
+            ]["APPS"]
+            sociallogin = SimpleNamespace(provider=SimpleNamespace(app=SimpleNamespace(settings=app["settings"])))
+            self.assertIs(adapter.is_open_for_signup(None, sociallogin), signup)
 
     def test_an_unknown_person_is_never_matched_by_email(self) -> None:
         # alice's address, another subject: not alice, and no second account with her address.
