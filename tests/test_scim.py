@@ -103,6 +103,17 @@ class CredentialTest(ScimTestCase):
         credentials.revoke(organization=self.acme)
         self.assertScimError(self.scim("GET", "/Users"), 401)
 
+    def test_each_refused_credential_writes_one_audit_line_without_the_credential(self) -> None:
+        wrong = f"Bearer {self.acme_credential}x"
+        with self.assertLogs("codex.access.audit", "INFO") as logs:
+            self.scim("GET", "/Users", credential=None)
+            self.scim("GET", "/Users", credential=None, HTTP_AUTHORIZATION=wrong)
+            self.scim("GET", "/ServiceProviderConfig", credential=None)  # needs none: no line
+            self.assertEqual(self.scim("GET", "/Users").status_code, 200)  # the right one: no line
+        lines = [record.getMessage() for record in logs.records]
+        self.assertEqual(lines, ["audit scim.refused: reason=missing", "audit scim.refused: reason=wrong"])
+        self.assertNotIn(self.acme_credential, " ".join(lines))
+
     def test_only_the_checksum_is_kept_and_a_new_credential_replaces_the_old(self) -> None:
         self.acme.refresh_from_db()
         self.assertNotIn(

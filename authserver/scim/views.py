@@ -6,7 +6,8 @@ and the organization the bearer credential names, and gives back its answer. Its
 (``PeopleStorage``) holds only that organization's people.
 
 - Every endpoint but ``/ServiceProviderConfig`` (RFC 7643 §5) needs the credential; a missing or
-  wrong one is a SCIM ``401`` (with ``WWW-Authenticate``), after one indexed lookup.
+  wrong one is a SCIM ``401`` (with ``WWW-Authenticate``), after one indexed lookup, and one
+  ``scim.refused`` audit line.
 - Bodies are bounded by the site's limit (``CODEX_BODY_MAX_BYTES``, before Django reads them);
   a filter's text by ``MAX_FILTER_CHARACTERS`` before it is parsed.
 - Any failure is a SCIM error body: a client's as its status and ``scimType``, anything else as
@@ -31,6 +32,7 @@ from scim2_server.service import ScimService
 from authserver.scim import credentials
 from authserver.scim.schema import MAX_FILTER_CHARACTERS, provider
 from authserver.scim.storage import PeopleStorage
+from common.audit import audit
 
 logger = logging.getLogger(__name__)
 
@@ -94,8 +96,12 @@ def scim(request: HttpRequest, path: str | None = None) -> HttpResponse:
     try:
         organization = None
         if app.needs_auth(scim_request):
-            organization = credentials.organization_for(request.headers.get("Authorization"))
+            authorization = request.headers.get("Authorization")
+            organization = credentials.organization_for(authorization)
             if organization is None:
+                # One audit line per refused credential (never the credential): an IdP whose
+                # credential was revoked, or someone guessing, shows in the audit log.
+                audit("scim.refused", reason="wrong" if authorization else "missing")
                 raise UnauthorizedException(
                     detail="A valid organization credential is required (Authorization: Bearer)"
                 )
