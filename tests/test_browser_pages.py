@@ -217,8 +217,15 @@ class EveryPageFitsAndPassesAxeTest(BrowserPages, PageChecks, LiveServerTestCase
                 ("passkey-add", "/accounts/2fa/webauthn/add/"),
                 ("passkeys", "/accounts/2fa/webauthn/"),
                 ("delete-account", "/account/delete/"),
+                ("new-agent", "/account/clients/agents/new/"),
             ]
         )
+        # A headless agent made with a secret: the page that shows it once fits too.
+        self.visit("/account/clients/agents/new/")
+        self.web.find_element(By.ID, "id_name").send_keys(LONG_WORD)
+        self.web.find_element(By.ID, "id_authentication_secret").click()
+        self.submit("main form button.primary", "#agent_secret")
+        problems += self.check_this_page("new-agent-made")
         # A wrong current password: the error under its field fits.
         self.visit("/accounts/password/change/")
         for field, value in [("id_oldpassword", "wrong"), ("id_password1", LONG_WORD), ("id_password2", LONG_WORD)]:
