@@ -318,7 +318,17 @@ from django.contrib.auth import get_user_model
 for name in ('network-probe', 'network-victim', 'network-bench'):
     get_user_model().objects.create_user(name)
 " >/dev/null
-mint() { in_ns app1 bash "$WORK/app1/manage.sh" mint_token "$1" --scopes "notes:read notes:write" --lifetime 7200 2>/dev/null; }
+# An hour: the run takes about ten minutes, and the operator's policy (CODEX_MAX_ACCESS_TOKEN_SECONDS,
+# by default the access tokens' 3600 s) refuses a longer one. Its error (stderr carries the audit
+# line too, so it is kept in a file) is printed before the run stops.
+mint() {
+    in_ns app1 bash "$WORK/app1/manage.sh" mint_token "$1" --scopes "notes:read notes:write" --lifetime 3600 \
+        2>"$WORK/mint.log" || {
+        log "mint_token $1 failed:"
+        cat "$WORK/mint.log" >&2
+        return 1
+    }
+}
 TOKEN=$(mint network-probe)
 VICTIM_TOKEN=$(mint network-victim)
 BENCH_TOKEN=$(mint network-bench)
