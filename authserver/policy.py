@@ -8,7 +8,8 @@ the endpoints that enforce a rule ask here, and /admin/policy/ shows what is in 
   (``authserver.views``), and its document is never fetched; a known one gets no new token
   (``invalid_client`` at the token endpoint, ``authserver.validators``).
 - Dynamic Client Registration on or off (``CODEX_DCR_ENABLED``). Off: the registration endpoint
-  answers 403 and the server's metadata names no ``registration_endpoint``.
+  answers 403, so does an update of an earlier registration (``authserver.registration``), and
+  the server's metadata names no ``registration_endpoint``.
 - The identity providers trusted for ID-JAG grants: the single sign-on providers whose entry
   says ``"id_jag": true`` (shown here; the grant itself is another module's).
 - The longest access-token lifetime (``CODEX_MAX_ACCESS_TOKEN_SECONDS``, by default the
@@ -192,7 +193,8 @@ def effective() -> list[Setting]:
             "CODEX_DCR_ENABLED",
             "on" if dcr_enabled() else "off",
             "On: applications may register themselves (RFC 7591). Off: the registration endpoint answers 403 "
-            "and the server's metadata names no registration_endpoint; applications registered before keep working.",
+            "and the server's metadata names no registration_endpoint; applications registered before keep working, "
+            "and may read or remove their registration but not change it (RFC 7592 updates answer 403).",
         ),
         Setting(
             "CODEX_OIDC_PROVIDERS (id_jag)",

@@ -45,6 +45,7 @@ from oauth2_provider.models import get_application_model
 from oauth2_provider.views.dynamic_client_registration import DynamicClientRegistrationManagementView
 from pydantic_core import from_json
 
+from authserver import policy
 from authserver.models import ClientKeys, PendingRegistration
 from common.inputs import shown, text_problem
 
@@ -124,10 +125,20 @@ class NeverCachedMixin:
 
 
 class GuardedRegistrationManagementView(NeverCachedMixin, DynamicClientRegistrationManagementView):
-    """RFC 7592 client configuration (read, update, delete) with the body guard above."""
+    """RFC 7592 client configuration (read, update, delete) with the body guard above.
+
+    With registration off by the operator's policy, an update is refused as a registration is:
+    it could give an earlier registration new redirect URIs, a new client under an old name.
+    Reading and removing a registration stay open to its holder. The refusal comes before the
+    registration token is checked, so its audit line names no client (the path's id is unproven)."""
 
     @method_decorator(csrf_exempt)
     def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if request.method == "PUT" and not policy.dcr_enabled():
+            policy.refused(policy.DYNAMIC_REGISTRATION, reason="dynamic client registration is off: update refused")
+            return never_cached(
+                JsonResponse({"error": "access_denied", "error_description": policy.DCR_REFUSAL}, status=403)
+            )
         if problem := registration_body_problem(request):
             return never_cached(problem)
         return super().dispatch(request, *args, **kwargs)

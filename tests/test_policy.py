@@ -124,6 +124,29 @@ class DynamicRegistrationOffTest(TestCase):
                 self.assertNotIn("registration_endpoint", metadata)
                 self.assertIn("token_endpoint", metadata)
 
+    def test_a_registration_made_before_cannot_be_changed_but_can_be_read_and_removed(self) -> None:
+        # RFC 7592's update can give an earlier registration new redirect URIs: registering anew
+        # under an old name. With registration off that is refused too; reading and removing stay.
+        body = {"client_name": "Agent", "redirect_uris": [REDIRECT_URI], "token_endpoint_auth_method": "none"}
+        with self.settings(CODEX_DCR_ENABLED=True):
+            registered = self.client.post("/o/register/", json.dumps(body), content_type="application/json").json()
+        path = f"/o/register/{registered['client_id']}/"
+        auth = {"HTTP_AUTHORIZATION": f"Bearer {registered['registration_access_token']}"}
+        update = {**body, "client_id": registered["client_id"], "redirect_uris": ["https://elsewhere.example/cb"]}
+        with self.assertLogs(AUDIT, "INFO") as captured:
+            changed = self.client.put(path, json.dumps(update), content_type="application/json", **auth)
+        self.assertEqual(changed.status_code, 403, changed.content)
+        self.assertEqual(changed.json()["error"], "access_denied")
+        self.assertIn("CODEX_DCR_ENABLED", changed.json()["error_description"])
+        self.assertEqual(changed["Cache-Control"], "no-store")
+        [line] = audit_lines(captured)
+        # Refused before the token is checked, so the line names no client: the path's id is unproven.
+        self.assertEqual((line.policy, line.client_id), ("dynamic_registration", None))
+        read = self.client.get(path, **auth)
+        self.assertEqual(read.status_code, 200, read.content)
+        self.assertEqual(read.json()["redirect_uris"], [REDIRECT_URI])
+        self.assertEqual(self.client.delete(path, **auth).status_code, 204)
+
     @override_settings(CODEX_DCR_ENABLED=True)
     def test_registration_on_registers_and_is_advertised(self) -> None:
         body = {"client_name": "Agent", "redirect_uris": [REDIRECT_URI], "token_endpoint_auth_method": "none"}
