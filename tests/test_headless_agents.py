@@ -9,6 +9,9 @@ import asyncio
 import json
 import logging
 import re
+import threading
+import time
+import unittest
 from typing import Any
 
 import httpx2
@@ -17,6 +20,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import check_password
+from django.db import connection, transaction
 from django.test import Client as DjangoClient
 from django.test import TestCase, override_settings
 from mcp import Client
@@ -30,6 +34,7 @@ from oauth2_provider.models import get_access_token_model, get_application_model
 from authserver import agents, leaving
 from authserver.models import ClientKeys, HeadlessAgent
 from mcp_endpoint.auth import token_checksum
+from tests.base import on_postgres
 from tests.http_client import call_tool
 from tests.live import LiveServerTestCase
 from tests.mcp_client import success_of, with_client
@@ -465,3 +470,78 @@ class NewAgentPageTest(TestCase):
         self.assertFalse(HeadlessAgent.objects.exists())
         self.assertFalse(get_application_model().objects.filter(client_id=created.client_id).exists())
         self.assertFalse(ClientKeys.objects.exists())
+
+
+@unittest.skipUnless(on_postgres(), "row locks: SQLite serialises every write, so no two of these can interleave")
+class AgentLocksTest(LiveServerTestCase):
+    """The two races the agents' locks close, each made to happen: the test holds the lock the
+    other side takes, waits until PostgreSQL shows that side waiting for it (never a sleep), does
+    its own part, and lets go. Without the lock the other side never waits, and the test says so."""
+
+    def setUp(self) -> None:
+        self.alice = self.make_user("alice")
+        self.token_url = self.live.base_url + "/o/token/"
+
+    def wait_until_someone_waits_for_a_lock(self, worker: threading.Thread, what: str) -> None:
+        # pg_locks is read afresh by each statement (pg_stat_activity would be a snapshot held
+        # for the transaction). Bounded so that a broken lock fails instead of hanging the run.
+        for _ in range(6000):
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT count(*) FROM pg_locks WHERE NOT granted")
+                if cursor.fetchone()[0]:
+                    return
+            if not worker.is_alive():
+                self.fail(f"{what} finished without waiting for the lock the test holds")
+            time.sleep(0.01)
+        self.fail(f"{what} did not reach the lock in 60 s")
+
+    def test_a_token_issued_as_its_agent_is_revoked_is_refused_never_left_behind(self) -> None:
+        made = agents.agent_create(owner=self.alice, name="nightly", scopes=["notes:read"])
+        answers: list[httpx2.Response] = []
+        request = threading.Thread(
+            target=lambda: answers.append(
+                httpx2.post(
+                    self.token_url,
+                    data={"grant_type": "client_credentials"},
+                    auth=(made.client_id, made.secret),
+                    timeout=120,
+                )
+            )
+        )
+        with transaction.atomic():
+            # What agent_revoke takes first: the agent's row.
+            HeadlessAgent.objects.select_for_update().get(pk=made.agent.pk)
+            request.start()
+            self.wait_until_someone_waits_for_a_lock(request, "the token request")
+            self.assertTrue(agents.agent_revoke(agent=made.agent))
+        request.join(timeout=120)
+        [answer] = answers
+        self.assertEqual(answer.status_code, 401, answer.text)
+        self.assertEqual(answer.json()["error"], "invalid_client")
+        self.assertFalse(get_access_token_model().objects.filter(application__client_id=made.client_id).exists())
+
+    @override_settings(CODEX_AGENTS_PER_PERSON=2)
+    def test_two_agents_made_at_once_never_pass_the_cap(self) -> None:
+        agents.agent_create(owner=self.alice, name="first", scopes=["notes:read"])
+        outcomes: list[str] = []
+
+        def make_another() -> None:
+            try:
+                agents.agent_create(owner=self.alice, name="racing", scopes=["notes:read"])
+                outcomes.append("made")
+            except agents.AgentRefused as refused:
+                outcomes.append(str(refused))
+            finally:
+                connection.close()  # this thread's own connection
+
+        other = threading.Thread(target=make_another)
+        with transaction.atomic():
+            # What agent_create takes before it counts: the person's row.
+            get_user_model().objects.select_for_update().get(pk=self.alice.pk)
+            other.start()
+            self.wait_until_someone_waits_for_a_lock(other, "the other creation")
+            agents.agent_create(owner=self.alice, name="second", scopes=["notes:read"])
+        other.join(timeout=120)
+        [outcome] = outcomes
+        self.assertIn("as many as this server allows", outcome)
+        self.assertEqual(HeadlessAgent.objects.filter(owner=self.alice).count(), 2)
