@@ -6,6 +6,7 @@ Connected applications makes its next call 401 and its credentials useless. Ever
 the grant is refused, as is every other grant for the agent."""
 
 import asyncio
+import datetime as dt
 import json
 import logging
 import re
@@ -20,9 +21,11 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import check_password
+from django.contrib.auth.models import Permission
 from django.db import connection, transaction
 from django.test import Client as DjangoClient
 from django.test import TestCase, override_settings
+from django.utils import timezone
 from mcp import Client
 from mcp.client.auth.extensions.client_credentials import (
     ClientCredentialsOAuthProvider,
@@ -545,3 +548,55 @@ class AgentLocksTest(LiveServerTestCase):
         [outcome] = outcomes
         self.assertIn("as many as this server allows", outcome)
         self.assertEqual(HeadlessAgent.objects.filter(owner=self.alice).count(), 2)
+
+
+class OperatorAgentsAdminTest(TestCase):
+    """The operator sees every person's agents in the admin and can revoke one (a leaked secret
+    must not wait for its owner); the rows themselves are read-only there."""
+
+    LIST = "/admin/authserver/headlessagent/"
+
+    def setUp(self) -> None:
+        self.alice = get_user_model().objects.create_user("alice", password="alice-password")
+        self.made = agents.agent_create(owner=self.alice, name="nightly digest", scopes=["notes:read"])
+        self.token = get_access_token_model().objects.create(
+            user=self.alice,
+            application=self.made.agent.application,
+            token="agent-token",
+            expires=timezone.now() + dt.timedelta(hours=1),
+            scope="notes:read",
+        )
+
+    def revoke_action(self) -> dict[str, Any]:
+        return {"action": "revoke_agents", "_selected_action": [self.made.agent.pk]}
+
+    def test_the_operator_lists_every_agent_and_revokes_one_with_its_tokens(self) -> None:
+        operator = get_user_model().objects.create_superuser("operator", password="x")
+        self.client.force_login(operator)
+        page = self.client.get(self.LIST)
+        self.assertEqual(page.status_code, 200)
+        self.assertContains(page, "nightly digest")
+        self.assertContains(page, self.made.client_id)
+        with self.assertLogs("codex.access.audit", "INFO") as captured, self.captureOnCommitCallbacks(execute=True):
+            done = self.client.post(self.LIST, self.revoke_action(), follow=True)
+        self.assertEqual(done.status_code, 200)
+        self.assertContains(done, "Revoked 1 agent.")
+        again = self.client.post(self.LIST, self.revoke_action(), follow=True)
+        self.assertContains(again, "Revoked 0 agents. 1 was revoked already.")
+        self.made.agent.refresh_from_db()
+        self.assertIsNotNone(self.made.agent.revoked)
+        self.assertFalse(get_access_token_model().objects.filter(pk=self.token.pk).exists())
+        revoked = [r for r in captured.records if getattr(r, "event", None) == "agent.revoked"]
+        self.assertEqual([(r.client_id, r.by) for r in revoked], [(self.made.client_id, "operator")])
+        self.assertEqual(self.client.get(f"{self.LIST}{self.made.agent.pk}/change/").status_code, 200)
+        self.assertEqual(self.client.get(f"{self.LIST}add/").status_code, 403)
+
+    def test_staff_who_may_only_look_cannot_revoke(self) -> None:
+        staff = get_user_model().objects.create_user("staff", password="x", is_staff=True)
+        staff.user_permissions.add(Permission.objects.get(codename="view_headlessagent"))
+        self.client.force_login(staff)
+        self.assertContains(self.client.get(self.LIST), "nightly digest")
+        self.client.post(self.LIST, self.revoke_action())
+        self.made.agent.refresh_from_db()
+        self.assertIsNone(self.made.agent.revoked)
+        self.assertTrue(get_access_token_model().objects.filter(pk=self.token.pk).exists())
