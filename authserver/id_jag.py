@@ -26,10 +26,12 @@ description its client's author can act on; a client that does not authenticate 
 - ``exp`` is in the future and at most ``MAX_LIFETIME_SECONDS`` after ``iat`` and after now
   (``LEEWAY_SECONDS`` of clock skew), ``iat`` not in the future;
 - ``sub`` names a person: the one linked to that provider with that subject, as single sign-on
-  links them (allauth's ``SocialAccount``), never found by e-mail. An unknown subject gets an
-  account only where the provider's ``signup`` is on (as single sign-on does), named by the
-  ID-JAG's ``email`` of one of the provider's domains that no account has yet. A deactivated
-  person is refused;
+  links them (allauth's ``SocialAccount``), never found by an unverified e-mail. An unknown
+  subject is, as a first single sign-on would be, linked to the person the provider's organization
+  provisioned through SCIM (``authserver.scim.links``), by an ``email`` the ID-JAG says is
+  verified (``email_verified`` exactly true), whatever ``signup`` says; else it gets an account
+  only where the provider's ``signup`` is on, named by the ID-JAG's ``email`` of one of the
+  provider's domains that no account has yet. A deactivated person is refused;
 - the scopes are those asked for (all of ``scope`` in the ID-JAG when none are) that the ID-JAG
   also grants; none left is a refusal;
 - its ``jti`` was not used before (``authserver.replay``, spent last, in the transaction that
@@ -66,6 +68,7 @@ from authserver.client_assertions import SIGNING_ALGORITHMS, cache_digest
 from authserver.fetching import FetchBusy, HardenedFetcher
 from authserver.models import OrganizationGrant
 from authserver.ratelimit import network_of
+from authserver.scim import links
 from authserver.sso import domain_allowed
 
 logger = logging.getLogger(__name__)
@@ -234,23 +237,42 @@ def verify(assertion: object, *, client_id: str, now: float, network: str | None
 
 def find_person(provider: dict[str, Any], claims: dict[str, Any]) -> Any | None:
     """The person the ID-JAG names, linked to the provider as single sign-on links them; None
-    when unknown and the provider would make them an account (``make_person``). ``Refused`` when
-    unknown and it would not, or when the person is deactivated."""
+    when unknown and ``make_person`` will link them to the account their organization provisioned
+    or make them one. ``Refused`` when neither may be done, or when the person is deactivated."""
     account = SocialAccount.objects.filter(provider=provider["id"], uid=claims["sub"]).select_related("user").first()
     if account is not None:
         if not account.user.is_active:
             raise Refused("the person this ID-JAG names is deactivated on this server")
         return account.user
-    if not provider["signup"]:
-        raise Refused(
-            f"the person this ID-JAG names has no account here, and {provider['name']} accounts are not made on "
-            "first use: they sign in once through single sign-on first (or their organization provisions them)"
-        )
+    if _provisioned(provider, claims) is not None:
+        return None  # make_person links the subject to that account
     _new_email(provider, claims)
     return None
 
 
+def _provisioned(provider: dict[str, Any], claims: dict[str, Any]) -> Any | None:
+    """The person the provider's organization provisioned through SCIM with the ID-JAG's verified
+    email (as a first single sign-on finds them, ``authserver.scim.links``), or None. ``Refused``
+    when that person is deactivated."""
+    email = claims.get("email")
+    if claims.get("email_verified") is not True or not isinstance(email, str):
+        return None
+    if not domain_allowed(email, provider["domains"]):
+        return None
+    person = links.provisioned_account(provider_id=provider["id"], emails=[email])
+    if person is not None and not person.is_active:
+        raise Refused("the person this ID-JAG names is deactivated on this server")
+    return person
+
+
 def _new_email(provider: dict[str, Any], claims: dict[str, Any]) -> str:
+    """The address a new account is made with; ``Refused`` when none may be made."""
+    if not provider["signup"]:
+        raise Refused(
+            f"the person this ID-JAG names has no account here, and {provider['name']} accounts are not made on "
+            "first use: they sign in once through single sign-on first, or their organization provisions them "
+            "through SCIM with the address the ID-JAG gives as a verified email"
+        )
     email = claims.get("email")
     if not isinstance(email, str) or not domain_allowed(email, provider["domains"]):
         raise Refused(
@@ -267,8 +289,12 @@ def _new_email(provider: dict[str, Any], claims: dict[str, Any]) -> str:
 
 
 def make_person(provider: dict[str, Any], claims: dict[str, Any]) -> Any:
-    """A new account for the unknown person (``find_person`` said it may be made), linked to the
-    provider's subject as a first single sign-on links it."""
+    """The unknown person (``find_person`` said they may be linked or made), linked to the
+    provider's subject as a first single sign-on links it: the account their organization
+    provisioned (read again here, in the grant's transaction), or a new one."""
+    if (provisioned := _provisioned(provider, claims)) is not None:
+        SocialAccount.objects.create(user=provisioned, provider=provider["id"], uid=claims["sub"], extra_data={})
+        return provisioned
     email = _new_email(provider, claims)
     User = get_user_model()
     user = User(username=get_adapter().generate_unique_username([email.split("@")[0], "person"]), email=email)

@@ -22,11 +22,13 @@ from cryptography.hazmat.primitives import serialization
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.test import TestCase, override_settings
+from django.utils import timezone
 from oauth2_provider.models import AccessToken, Application, RefreshToken
 
 from authserver import cimd, id_jag
 from authserver.client_assertions import ASSERTION_TYPE
 from authserver.models import OrganizationGrant, PendingRegistration, SpentJti
+from authserver.scim.models import Organization, ProvisionedPerson
 from authserver.sso import CodexSocialAccountAdapter
 from tests.hosted_clients import ChatGPTLike, b64url, encoded_json, public_jwk, rsa_key
 from tests.loopback_http import DocumentsServer
@@ -228,6 +230,55 @@ class IdJagGrantTest(IdJagTestCase):
         bea = SocialAccount.objects.get(provider="acme", uid="bea-at-acme").user
         self.assertEqual((bea.email, bea.has_usable_password()), ("bea@acme.test", False))
         self.assertEqual(AccessToken.objects.get().user, bea)
+
+    def provision(self, username: str, email: str, *, provider_id: str = "acme", active: bool = True):
+        """A person the organization provisioned through SCIM, who never signed in here."""
+        organization, _ = Organization.objects.get_or_create(name=f"org-{provider_id}", provider_id=provider_id)
+        person = get_user_model().objects.create_user(username, email=email, is_active=active)
+        now = timezone.now()
+        ProvisionedPerson.objects.create(
+            user=person, organization=organization, user_name_key=username.lower(), created_at=now, modified_at=now
+        )
+        return person
+
+    def test_a_person_the_organization_provisioned_is_linked_on_first_use_even_with_sign_up_off(self) -> None:
+        # SCIM provisions cleo, then her agent presents an ID-JAG at once: she never signed in here.
+        cleo = self.provision("cleo@acme.test", "cleo@acme.test")
+        with override_settings(**sso_settings(provider_entry(self.documents.origin, signup=False))):
+            claims = self.claims(sub="cleo-at-acme", email="Cleo@acme.test", email_verified=True)
+            response = self.present(signed(claims))
+            self.assertEqual(response.status_code, 200, response.content)
+            self.assertEqual(AccessToken.objects.get().user, cleo)
+            self.assertEqual(SocialAccount.objects.get(provider="acme", uid="cleo-at-acme").user, cleo)
+            self.assertEqual(get_user_model().objects.filter(email__iexact="cleo@acme.test").count(), 1)
+            # Later ID-JAGs find her by the subject alone, whatever the address becomes.
+            again = self.present(signed(self.claims(sub="cleo-at-acme", email="cleo.new@acme.test")))
+            self.assertEqual(again.status_code, 200, again.content)
+            self.assertEqual(AccessToken.objects.filter(user=cleo).count(), 2)
+
+    def test_a_provisioned_person_is_never_linked_by_an_unverified_address_or_by_another_organization(self) -> None:
+        self.provision("cleo@acme.test", "cleo@acme.test")
+        self.provision("dan@acme.test", "dan@acme.test", provider_id="other-idp")
+        self.provision("finn@acme.test", "finn@acme.test", active=False)
+        with override_settings(**sso_settings(provider_entry(self.documents.origin, signup=False))):
+            for email_verified in (None, False, "true"):
+                with self.subTest(email_verified=email_verified):
+                    claims = self.claims(sub="cleo-at-acme", email="cleo@acme.test", email_verified=email_verified)
+                    self.assert_refused_storing_nothing(signed(claims), "not made on first use")
+            # dan was provisioned by an organization that signs in with another provider.
+            claims = self.claims(sub="dan-at-acme", email="dan@acme.test", email_verified=True)
+            self.assert_refused_storing_nothing(signed(claims), "not made on first use")
+            claims = self.claims(sub="finn-at-acme", email="finn@acme.test", email_verified=True)
+            self.assert_refused_storing_nothing(signed(claims), "deactivated")
+
+    def test_a_provisioned_person_gone_before_the_link_is_made_gets_no_new_account_with_sign_up_off(self) -> None:
+        # find_person saw cleo; SCIM deleted her before the grant's transaction linked her.
+        with override_settings(**sso_settings(provider_entry(self.documents.origin, signup=False))):
+            [provider] = id_jag.trusted_providers().values()
+            claims = self.claims(sub="cleo-at-acme", email="cleo@acme.test", email_verified=True)
+            with self.assertRaisesMessage(id_jag.Refused, "not made on first use"):
+                id_jag.make_person(provider, claims)
+        self.assertFalse(get_user_model().objects.filter(email="cleo@acme.test").exists())
 
     def test_the_metadata_advertises_the_grant_and_the_profile(self) -> None:
         data = self.client.get("/.well-known/oauth-authorization-server/o").json()

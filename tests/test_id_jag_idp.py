@@ -26,6 +26,8 @@ from mcp.shared.auth import JWT_BEARER_GRANT_TYPE
 from oauth2_provider.models import AccessToken, Application, RefreshToken
 
 from authserver.models import OrganizationGrant, SpentJti
+from authserver.scim import credentials
+from authserver.scim.models import Organization
 from mcp_endpoint.auth import token_checksum
 from tests.live import LiveServerTestCase
 from tests.loopback_http import self_signed
@@ -173,6 +175,7 @@ class EnterpriseManagedAuthorizationTest(LiveServerTestCase):
             "domains": ["acme.test"],
             "id_jag": True,
         }
+        cls.provider = provider
         cls.idp_settings = override_settings(**sso_settings(provider), CODEX_CIMD_ALLOW_LOOPBACK=True)
         cls.idp_settings.enable()
 
@@ -255,6 +258,33 @@ class EnterpriseManagedAuthorizationTest(LiveServerTestCase):
         bea = SocialAccount.objects.get(provider="acme", uid="bea@acme.test").user
         self.assertEqual(AccessToken.objects.get().user, bea)
         self.assertEqual(AccessToken.objects.get().scope, "notes:read")
+
+    def test_a_person_scim_provisioned_connects_at_once_with_sign_up_off(self) -> None:
+        # The organization's whole path: its IdP provisions cleo over SCIM, and her agent connects
+        # through an ID-JAG before she has ever signed in here; no account is made on first use.
+        organization = Organization.objects.create(name="acme", provider_id="acme", domains=["acme.test"])
+        credential = credentials.issue(organization=organization)
+        body = {
+            "schemas": ["urn:ietf:params:scim:schemas:core:2.0:User"],
+            "userName": "cleo@acme.test",
+            "emails": [{"value": "cleo@acme.test", "primary": True}],
+        }
+        created = httpx2.post(
+            f"{self.live.base_url}/scim/v2/Users",
+            json=body,
+            headers={"Authorization": f"Bearer {credential}", "Content-Type": "application/scim+json"},
+        )
+        self.assertEqual(created.status_code, 201, created.text)
+        cleo = get_user_model().objects.get(username="cleo@acme.test")
+        with override_settings(**sso_settings({**self.provider, "signup": False}), CODEX_CIMD_ALLOW_LOOPBACK=True):
+            storage = MemoryStorage()
+            provider, _ = self.sdk_client("cleo@acme.test", storage)
+            result = with_client(self.mcp_url, None, "auto", list_and_call_all_four, auth=provider)
+        self.assertEqual(result["updated"]["entry"]["revision"], 2)
+        self.assertEqual(AccessToken.objects.get().user, cleo)
+        self.assertEqual(SocialAccount.objects.get(provider="acme", uid="cleo@acme.test").user, cleo)
+        self.assertEqual(cleo.codex.entries.count(), 1)
+        self.assertEqual(get_user_model().objects.filter(email__iexact="cleo@acme.test").count(), 1)
 
     def present(self, assertion: str, client: tuple[str, str] = HERE, **extra: str) -> httpx2.Response:
         data = {

@@ -8,7 +8,9 @@ person that organization provisioned whose primary e-mail address or userName eq
 verified, allowed addresses the provider gave (case-insensitive); the subject is then linked to
 that account, and every later sign-in finds it by the subject alone. Only that organization's
 people are candidates, only through its own provider, and never an account already linked to
-another subject of that provider, nor an operator's.
+another subject of that provider, nor an operator's. A first ID-JAG from that provider finds
+the person the same way, by the ID-JAG's ``email`` when it says ``email_verified: true``
+(``authserver.id_jag``).
 """
 
 from typing import Any

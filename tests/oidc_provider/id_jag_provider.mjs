@@ -83,6 +83,7 @@ provider.registerGrantType(
       exp: now + lifetime,
       scope,
       email: idToken.payload.email,
+      email_verified: idToken.payload.email_verified,
     };
     const input = `${b64url({ typ: "oauth-id-jag+jwt", alg: "RS256", kid: jwk.kid })}.${b64url(claims)}`;
     const signature = sign("sha256", Buffer.from(input), signingKey).toString("base64url");
