@@ -113,6 +113,13 @@ def never_cached(response: HttpResponse) -> HttpResponse:
     return response
 
 
+def refused_by_policy(reason: str) -> JsonResponse:
+    """The answer, and the audit line, of a registration (or an update of one) while the
+    operator's policy has Dynamic Client Registration off."""
+    policy.refused(policy.DYNAMIC_REGISTRATION, reason=reason)
+    return JsonResponse({"error": "access_denied", "error_description": policy.DCR_REFUSAL}, status=403)
+
+
 class NeverCachedMixin:
     """Marks every answer of a registration endpoint as not to be stored by any cache.
 
@@ -135,10 +142,7 @@ class GuardedRegistrationManagementView(NeverCachedMixin, DynamicClientRegistrat
     @method_decorator(csrf_exempt)
     def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         if request.method == "PUT" and not policy.dcr_enabled():
-            policy.refused(policy.DYNAMIC_REGISTRATION, reason="dynamic client registration is off: update refused")
-            return never_cached(
-                JsonResponse({"error": "access_denied", "error_description": policy.DCR_REFUSAL}, status=403)
-            )
+            return never_cached(refused_by_policy("dynamic client registration is off: update refused"))
         if problem := registration_body_problem(request):
             return never_cached(problem)
         return super().dispatch(request, *args, **kwargs)

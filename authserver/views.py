@@ -31,6 +31,7 @@ from authserver.registration import (
     expire_pending,
     pending_refusal,
     record_pending,
+    refused_by_policy,
     registration_body_problem,
 )
 
@@ -203,13 +204,9 @@ class RateLimitedRegistrationView(NeverCachedMixin, DynamicClientRegistrationVie
 
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         if not policy.dcr_enabled():
-            # Before the rate limit: a refusal by policy costs the address nothing.
-            policy.refused(policy.DYNAMIC_REGISTRATION, reason="dynamic client registration is off")
-            return JsonResponse(
-                {"error": "access_denied", "error_description": policy.DCR_REFUSAL},
-                status=403,
-                headers={"Cache-Control": "no-store"},
-            )
+            # Before the rate limit: a refusal by policy costs the address nothing. (The view's
+            # NeverCachedMixin marks it no-store, as every answer of this endpoint.)
+            return refused_by_policy("dynamic client registration is off")
         network = client_network(request)
         ok, retry_after = allow("dcr", network, limit=settings.CODEX_DCR_RATE_LIMIT, window_seconds=3600)
         if not ok:
