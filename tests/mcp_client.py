@@ -63,3 +63,23 @@ def success_of(result: Any) -> dict[str, Any]:
     assert len(result.content) == 1
     assert json.loads(result.content[0].text) == result.structured_content
     return result.structured_content
+
+
+def all_four_tools(content: str, query: str) -> Callable[[Client], Awaitable[dict[str, Any]]]:
+    """A ``with_client`` body that lists the tools and calls each of the four once: saves
+    ``content``, gets it, searches for ``query``, updates it to revision 2. What each answered,
+    with the listed tools' names in order under "tools"."""
+
+    async def work(client: Client) -> dict[str, Any]:
+        tools = [tool.name for tool in (await client.list_tools()).tools]
+        saved = success_of(
+            await client.call_tool("field_notes_save", {"requestId": "all-four-1", "entry": {"content": content}})
+        )
+        entry_id = saved["entry"]["id"]
+        got = success_of(await client.call_tool("field_notes_get", {"id": entry_id}))
+        found = success_of(await client.call_tool("field_notes_search", {"query": query}))
+        update = {"id": entry_id, "expectedRevision": 1, "entry": {"content": f"{content}, v2"}}
+        updated = success_of(await client.call_tool("field_notes_update", update))
+        return {"tools": tools, "saved": saved, "got": got, "found": found, "updated": updated}
+
+    return work

@@ -26,7 +26,6 @@ from django.db import connection, transaction
 from django.test import Client as DjangoClient
 from django.test import TestCase, override_settings
 from django.utils import timezone
-from mcp import Client
 from mcp.client.auth.extensions.client_credentials import (
     ClientCredentialsOAuthProvider,
     PrivateKeyJWTOAuthProvider,
@@ -40,30 +39,14 @@ from mcp_endpoint.auth import token_checksum
 from tests.base import on_postgres
 from tests.http_client import call_tool
 from tests.live import LiveServerTestCase
-from tests.mcp_client import success_of, with_client
+from tests.mcp_client import all_four_tools, with_client
 from tests.oauth_helpers import Browser, forms_of
 from tests.sdk_oauth import MemoryStorage
 from tests.test_frame import CONTRACT_WORDS, visible_words
 
 NEW_AGENT = "/account/clients/agents/new/"
 TOOLS = {"field_notes_save", "field_notes_get", "field_notes_search", "field_notes_update"}
-
-
-async def all_four_tools(client: Client) -> dict[str, Any]:
-    """List the tools and call each of the four; what they answered."""
-    listed = {tool.name for tool in (await client.list_tools()).tools}
-    saved = success_of(
-        await client.call_tool("field_notes_save", {"requestId": "agent-1", "entry": {"content": "from a cron job"}})
-    )
-    entry_id = saved["entry"]["id"]
-    got = success_of(await client.call_tool("field_notes_get", {"id": entry_id}))
-    found = success_of(await client.call_tool("field_notes_search", {"query": "cron"}))
-    updated = success_of(
-        await client.call_tool(
-            "field_notes_update", {"id": entry_id, "expectedRevision": 1, "entry": {"content": "from a cron job, v2"}}
-        )
-    )
-    return {"listed": listed, "saved": saved, "got": got, "found": found, "updated": updated}
+CRON_JOB = all_four_tools("from a cron job", "cron")
 
 
 def rsa_key_pair() -> tuple[str, str]:
@@ -177,8 +160,8 @@ class HeadlessAgentFlowTest(LiveServerTestCase):
             server_url=self.mcp_url, storage=storage, client_id=client_id, client_secret=secret, issuer=self.issuer
         )
         with self.assertLogs("codex.access.audit", logging.INFO) as logs:
-            answered = with_client(self.mcp_url, None, "auto", all_four_tools, auth=provider)
-        self.assertEqual(answered["listed"], TOOLS)
+            answered = with_client(self.mcp_url, None, "auto", CRON_JOB, auth=provider)
+        self.assertEqual(set(answered["tools"]), TOOLS)
         self.assertEqual(answered["got"]["entry"]["content"], "from a cron job")
         self.assertEqual([e["id"] for e in answered["found"]["entries"]], [answered["saved"]["entry"]["id"]])
         self.assertEqual(answered["updated"]["entry"]["revision"], 2)
@@ -228,8 +211,8 @@ class HeadlessAgentFlowTest(LiveServerTestCase):
             assertion_provider=signer.create_assertion_provider(),
             issuer=self.issuer,
         )
-        answered = with_client(self.mcp_url, None, "auto", all_four_tools, auth=provider)
-        self.assertEqual(answered["listed"], TOOLS)
+        answered = with_client(self.mcp_url, None, "auto", CRON_JOB, auth=provider)
+        self.assertEqual(set(answered["tools"]), TOOLS)
         self.assertEqual(answered["updated"]["entry"]["revision"], 2)
         token = get_access_token_model().objects.get(token_checksum=token_checksum(storage.tokens.access_token))
         self.assertEqual((token.user, token.resource), (self.alice, [self.mcp_url]))

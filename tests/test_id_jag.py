@@ -76,6 +76,18 @@ def hmac_with_public_key(claims: dict[str, Any]) -> str:
     return f"{signing_input}.{b64url(signature)}"
 
 
+def stored_counts() -> tuple[int, ...]:
+    """How many of each thing an ID-JAG's grant can store: a refusal must change none of them."""
+    return (
+        AccessToken.objects.count(),
+        RefreshToken.objects.count(),
+        Application.objects.count(),
+        get_user_model().objects.count(),
+        SpentJti.objects.count(),
+        OrganizationGrant.objects.count(),
+    )
+
+
 class IdJagTestCase(TestCase):
     documents: DocumentsServer
 
@@ -135,16 +147,6 @@ class IdJagTestCase(TestCase):
         }
         return self.client.post(TOKEN_URL, data)
 
-    def counts(self) -> tuple[int, ...]:
-        return (
-            AccessToken.objects.count(),
-            RefreshToken.objects.count(),
-            Application.objects.count(),
-            get_user_model().objects.count(),
-            SpentJti.objects.count(),
-            OrganizationGrant.objects.count(),
-        )
-
     def assert_refused(self, response, error: str, words: str) -> None:
         body = response.json()
         self.assertEqual(body["error"], error, body)
@@ -152,10 +154,10 @@ class IdJagTestCase(TestCase):
         self.assertEqual(response.status_code, 401 if error == "invalid_client" else 400)
 
     def assert_refused_storing_nothing(self, assertion: str, words: str, error: str = "invalid_grant", **kwargs):
-        before = self.counts()
+        before = stored_counts()
         response = self.present(assertion, **kwargs)
         self.assert_refused(response, error, words)
-        self.assertEqual(self.counts(), before, "a refused ID-JAG stored something")
+        self.assertEqual(stored_counts(), before, "a refused ID-JAG stored something")
 
 
 class IdJagGrantTest(IdJagTestCase):
@@ -214,10 +216,10 @@ class IdJagGrantTest(IdJagTestCase):
             "client_id": chatgpt.client_id,
             "client_assertion_type": ASSERTION_TYPE,
         }
-        before = self.counts()
+        before = stored_counts()
         refused = self.client.post(TOKEN_URL, {**data, "client_assertion": chatgpt.assertion(ISSUER, key=OTHER_KEY)})
         self.assert_refused(refused, "invalid_client", "signature does not verify")
-        self.assertEqual(self.counts(), before)
+        self.assertEqual(stored_counts(), before)
         response = self.client.post(TOKEN_URL, {**data, "client_assertion": chatgpt.assertion(ISSUER)})
         self.assertEqual(response.status_code, 200, response.content)
         self.assertEqual(AccessToken.objects.get().application.client_id, chatgpt.client_id)
@@ -324,10 +326,10 @@ class IdJagRefusalTest(IdJagTestCase):
         self.assert_refused_storing_nothing(assertion, "resource must be")
 
     def test_another_resource_in_the_request_is_refused_as_invalid_target(self) -> None:
-        before = self.counts()
+        before = stored_counts()
         response = self.present(signed(self.claims()), resource="https://other.example/mcp")
         self.assertEqual(response.json()["error"], "invalid_target")
-        self.assertEqual(self.counts(), before)
+        self.assertEqual(stored_counts(), before)
 
     def test_another_clients_id_jag_is_refused(self) -> None:
         assertion = signed(self.claims(client_id=self.other_agent.client_id))
@@ -398,10 +400,10 @@ class IdJagRefusalTest(IdJagTestCase):
     def test_garbage_is_refused_never_a_500(self) -> None:
         for assertion in ["", "not-a-jwt", "a.b.c", "x" * 20_000, encoded_json([1]) + "." + encoded_json({}) + "."]:
             with self.subTest(assertion=assertion[:20]):
-                before = self.counts()
+                before = stored_counts()
                 response = self.present(assertion)
                 self.assertIn(response.json()["error"], {"invalid_grant", "invalid_request"}, response.content)
-                self.assertEqual(self.counts(), before)
+                self.assertEqual(stored_counts(), before)
         weird = self.claims(sub=12, jti=["x"], scope=["notes:read"])
         self.assert_refused_storing_nothing(signed(weird), "")
         self.assertEqual(json.loads(self.present(signed(self.claims(aud=None))).content)["error"], "invalid_grant")

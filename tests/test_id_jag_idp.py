@@ -20,20 +20,20 @@ import httpx2
 from allauth.socialaccount.models import SocialAccount
 from django.contrib.auth import get_user_model
 from django.test import override_settings
-from mcp import Client
 from mcp.client.auth.extensions.identity_assertion import IdentityAssertionOAuthProvider
 from mcp.shared.auth import JWT_BEARER_GRANT_TYPE
 from oauth2_provider.models import AccessToken, Application, RefreshToken
 
-from authserver.models import OrganizationGrant, SpentJti
+from authserver.models import OrganizationGrant
 from authserver.scim import credentials
 from authserver.scim.models import Organization
 from mcp_endpoint.auth import token_checksum
 from tests.live import LiveServerTestCase
 from tests.loopback_http import self_signed
-from tests.mcp_client import success_of, with_client
+from tests.mcp_client import all_four_tools, with_client
 from tests.oidc import OIDCProvider, sso_settings
 from tests.sdk_oauth import MemoryStorage
+from tests.test_id_jag import stored_counts
 
 TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
 ID_JAG = "urn:ietf:params:oauth:token-type:id-jag"
@@ -126,20 +126,7 @@ class EnterpriseIdP:
         return body["access_token"]
 
 
-async def list_and_call_all_four(client: Client) -> dict[str, Any]:
-    tools = [tool.name for tool in (await client.list_tools()).tools]
-    saved = success_of(
-        await client.call_tool("field_notes_save", {"requestId": "org-1", "entry": {"content": "granted by Acme"}})
-    )
-    entry_id = saved["entry"]["id"]
-    got = success_of(await client.call_tool("field_notes_get", {"id": entry_id}))
-    found = success_of(await client.call_tool("field_notes_search", {"query": "acme"}))
-    updated = success_of(
-        await client.call_tool(
-            "field_notes_update", {"id": entry_id, "expectedRevision": 1, "entry": {"content": "still granted"}}
-        )
-    )
-    return {"tools": tools, "saved": saved, "got": got, "found": found, "updated": updated}
+ORGANIZATION_AGENT = all_four_tools("granted by Acme", "acme")
 
 
 class EnterpriseManagedAuthorizationTest(LiveServerTestCase):
@@ -225,7 +212,7 @@ class EnterpriseManagedAuthorizationTest(LiveServerTestCase):
     def test_the_sdk_client_lists_and_calls_all_four_tools_with_no_consent_page(self) -> None:
         storage = MemoryStorage()
         provider, presented = self.sdk_client("alice@acme.test", storage)
-        result = with_client(self.mcp_url, None, "auto", list_and_call_all_four, auth=provider)
+        result = with_client(self.mcp_url, None, "auto", ORGANIZATION_AGENT, auth=provider)
         self.assertEqual(
             result["tools"], ["field_notes_save", "field_notes_get", "field_notes_search", "field_notes_update"]
         )
@@ -279,7 +266,7 @@ class EnterpriseManagedAuthorizationTest(LiveServerTestCase):
         with override_settings(**sso_settings({**self.provider, "signup": False}), CODEX_CIMD_ALLOW_LOOPBACK=True):
             storage = MemoryStorage()
             provider, _ = self.sdk_client("cleo@acme.test", storage)
-            result = with_client(self.mcp_url, None, "auto", list_and_call_all_four, auth=provider)
+            result = with_client(self.mcp_url, None, "auto", ORGANIZATION_AGENT, auth=provider)
         self.assertEqual(result["updated"]["entry"]["revision"], 2)
         self.assertEqual(AccessToken.objects.get().user, cleo)
         self.assertEqual(SocialAccount.objects.get(provider="acme", uid="cleo@acme.test").user, cleo)
@@ -296,22 +283,12 @@ class EnterpriseManagedAuthorizationTest(LiveServerTestCase):
         }
         return httpx2.post(self.live.base_url + "/o/token/", data=data)
 
-    def counts(self) -> tuple[int, ...]:
-        return (
-            AccessToken.objects.count(),
-            RefreshToken.objects.count(),
-            Application.objects.count(),
-            get_user_model().objects.count(),
-            SpentJti.objects.count(),
-            OrganizationGrant.objects.count(),
-        )
-
     def assert_refused_storing_nothing(self, assertion: str, words: str, **kwargs: Any) -> None:
-        before = self.counts()
+        before = stored_counts()
         response = self.present(assertion, **kwargs)
         self.assertEqual((response.status_code, response.json()["error"]), (400, "invalid_grant"), response.text)
         self.assertIn(words, response.json()["error_description"])
-        self.assertEqual(self.counts(), before)
+        self.assertEqual(stored_counts(), before)
 
     def test_id_jags_the_real_idp_minted_for_something_else_are_refused(self) -> None:
         id_token = self.enterprise.id_token("alice@acme.test")
