@@ -9,7 +9,8 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
-from authserver import agents, policy
+from authserver.clients import agents
+from authserver.core import policy
 from authserver.models import HeadlessAgent
 
 User = get_user_model()
@@ -33,7 +34,7 @@ admin.site.register(User, CodexUserAdmin)
 
 @admin.register(HeadlessAgent)
 class HeadlessAgentAdmin(admin.ModelAdmin):
-    """Every person's headless agents, read-only: an edit here would bypass ``authserver.agents``
+    """Every person's headless agents, read-only: an edit here would bypass ``authserver.clients.agents``
     (the cap, the keys, the audit line). Revoking goes through ``agents.agent_revoke`` as the
     owner's own revocation does (tokens deleted, credentials emptied, one ``agent.revoked`` line
     ``by=operator``), and only a superuser may: staff given the view permission may look."""
@@ -81,7 +82,7 @@ class HeadlessAgentAdmin(admin.ModelAdmin):
 
 
 def policy_page(request: HttpRequest) -> HttpResponse:
-    """The operator's policy in force (authserver.policy), read-only: each setting, its effective
+    """The operator's policy in force (authserver.core.policy), read-only: each setting, its effective
     value and what it refuses. Staff only (``admin.site.admin_view`` in codex_site.urls)."""
     context = {
         **admin.site.each_context(request),

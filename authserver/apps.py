@@ -6,4 +6,6 @@ class AuthserverConfig(AppConfig):
     verbose_name = "Authorization server"
 
     def ready(self) -> None:
-        from authserver import cors, signals  # noqa: F401  (connect the CORS origin rule and the receivers)
+        # Connect the CORS origin rule and the receivers.
+        from authserver import signals  # noqa: F401
+        from authserver.oauth import cors  # noqa: F401

@@ -11,7 +11,7 @@ class ClientKeys(models.Model):
 
     DOT's Application has no place for them (its metadata-document support knows only public
     clients), so they are kept here, by client id, and written whenever the document is
-    fetched (``authserver.cimd``): a document that stops declaring ``private_key_jwt`` removes
+    fetched (``authserver.clients.cimd``): a document that stops declaring ``private_key_jwt`` removes
     its row, and with it the token endpoint's demand for an assertion. A row without its
     Application is inert: the token endpoint looks here only for a client it has loaded.
     """
@@ -41,7 +41,7 @@ class PendingRegistration(models.Model):
     """A client registered through Dynamic Client Registration that no person has approved yet.
 
     What a flood of registrations costs is what it leaves behind, so this is what is bounded
-    (``authserver.registration``): a registration nobody approves is removed, Application,
+    (``authserver.clients.registration``): a registration nobody approves is removed, Application,
     registration token and all, once it is ``CODEX_DCR_PENDING_SECONDS`` old, and at most
     ``CODEX_DCR_PENDING_PER_ADDRESS`` of them per client address (``CODEX_DCR_PENDING_MAX`` in
     all) wait at once. The row goes when a person first approves the client: from then on the
@@ -53,7 +53,7 @@ class PendingRegistration(models.Model):
     application = models.OneToOneField(
         settings.OAUTH2_PROVIDER_APPLICATION_MODEL, on_delete=models.CASCADE, related_name="+"
     )
-    address = models.CharField(max_length=64)  # the registering client's, as authserver.ratelimit reads it
+    address = models.CharField(max_length=64)  # the registering client's, as common.ratelimit reads it
     registered_at = models.DateTimeField()
 
     class Meta:
@@ -68,7 +68,7 @@ class PendingRegistration(models.Model):
 
 class ClientUse(models.Model):
     """When an application last called a tool on a person's codex, to the minute
-    (``authserver.last_used``: counted in memory, written at most once a minute per
+    (``authserver.core.last_used``: counted in memory, written at most once a minute per
     application and person, never once per call)."""
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
@@ -89,7 +89,7 @@ class ClientUse(models.Model):
 class SpentJti(models.Model):
     """A one-use JWT that was used: its issuer and ``jti``, kept until the JWT expires.
 
-    ``authserver.replay`` writes it (insert first: the unique ``key`` decides which of two
+    ``authserver.core.replay`` writes it (insert first: the unique ``key`` decides which of two
     concurrent uses is the first) and refuses any later use of the same pair while the row
     lives; a row whose ``expires_at`` has passed guards nothing (the JWT it guarded is refused
     for its age) and is swept. A table rather than a cache: a row is never evicted before it
@@ -111,11 +111,11 @@ class HeadlessAgent(models.Model):
     codex with the client-credentials grant (the MCP OAuth Client Credentials extension).
 
     Each agent is its own DOT Application (confidential, grant type client-credentials, owned by
-    the person), made on the person's account page (``authserver.agents``). It proves who it is
+    the person), made on the person's account page (``authserver.clients.agents``). It proves who it is
     with a secret stored hashed (DOT's ``hash_client_secret``) or with ``private_key_jwt`` against
     the public keys the person gave (a ``ClientKeys`` row, as a metadata document's client has).
     The token endpoint serves ``client_credentials`` to exactly the applications of agents that
-    are not revoked (``authserver.validators``); a revoked agent keeps its row, so that the notes
+    are not revoked (``authserver.oauth.validators``); a revoked agent keeps its row, so that the notes
     it wrote still name it, but its application can no longer authenticate.
     """
 
@@ -149,9 +149,9 @@ class HeadlessAgent(models.Model):
 
 class OrganizationGrant(models.Model):
     """An application a person's organization let use their notebook: the latest ID-JAG its IdP
-    (``issuer``) signed for them and this client (``authserver.id_jag``). Connected applications
+    (``issuer``) signed for them and this client (``authserver.enterprise.id_jag``). Connected applications
     marks the application "granted by your organization"; revoking it there removes this row
-    with the tokens (``authserver.tokens.revoke_tokens``). Nothing the client sent is kept here:
+    with the tokens (``authserver.core.tokens.revoke_tokens``). Nothing the client sent is kept here:
     the row is written in the transaction that issues the token, never for a refused ID-JAG."""
 
     application = models.ForeignKey(oauth2_settings.APPLICATION_MODEL, on_delete=models.CASCADE, related_name="+")

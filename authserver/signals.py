@@ -19,7 +19,7 @@ consent page: ``skip_authorization`` is never saved on (consent is always asked,
 edit in the admin says; a bulk ``QuerySet.update`` sends no signal, and must not set it).
 
 Signing out leaves a message for the page the person lands on (``LOGOUT_REDIRECT_URL``).
-Signing in marks the browser as a known device of the account (``authserver.devices``).
+Signing in marks the browser as a known device of the account (``authserver.people.devices``).
 """
 
 from typing import Any
@@ -33,10 +33,10 @@ from django.dispatch import receiver
 from oauth2_provider.models import get_application_model, get_grant_model
 from oauth2_provider.signals import app_authorized
 
-from authserver import devices
-from authserver.id_jag import GRANT_TYPE as ID_JAG_GRANT_TYPE
+from authserver.core.tokens import revoke_tokens
+from authserver.enterprise.id_jag import GRANT_TYPE as ID_JAG_GRANT_TYPE
 from authserver.models import OrganizationGrant
-from authserver.tokens import revoke_tokens
+from authserver.people import devices
 from common.audit import audit
 
 
@@ -60,7 +60,7 @@ def revoke_on_deactivation(sender: Any, instance: Any, created: bool, **kwargs: 
 def audit_token_granted(sender: Any, request: Any, token: Any, **kwargs: Any) -> None:
     # Sent by DOT's token view once a grant has issued this access token (the request is the
     # token request: its grant type is one the validator served). An ID-JAG's token also names
-    # the grant and the organization's IdP that decided it (authserver.id_jag).
+    # the grant and the organization's IdP that decided it (authserver.enterprise.id_jag).
     grant_type = request.POST.get("grant_type")
     by_organization = {}
     if grant_type == ID_JAG_GRANT_TYPE:

@@ -1,11 +1,11 @@
 from django.urls import path
 
-from authserver import clients
+from authserver.people import connected
 
 app_name = "authserver"
 
 urlpatterns = [
-    path("", clients.authorized_clients, name="clients"),
-    path("<int:application_id>/revoke/", clients.revoke_client, name="revoke"),
-    path("agents/new/", clients.new_agent, name="new_agent"),
+    path("", connected.authorized_clients, name="clients"),
+    path("<int:application_id>/revoke/", connected.revoke_client, name="revoke"),
+    path("agents/new/", connected.new_agent, name="new_agent"),
 ]

@@ -48,7 +48,7 @@ def configuration_problem() -> str | None:
             "development only (DJANGO_DEBUG=1); unset it in production"
         )
     # The operator's policy contradicted by the configuration (a token lifetime over the longest).
-    from authserver import policy  # imported here: settings must be ready before DOT's are read
+    from authserver.core import policy  # imported here: settings must be ready before DOT's are read
 
     return policy.configuration_problem()
 

@@ -17,8 +17,8 @@ from urllib.parse import urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
-from authserver.scopes import READ, SCOPES
-from authserver.sso_config import allauth_providers, parse_providers
+from authserver.core.scopes import READ, SCOPES
+from authserver.core.sso_config import allauth_providers, parse_providers
 from codex_site.database_url import database_settings
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -74,7 +74,7 @@ ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", [_public.hostname or "127.0.0.1", "127.
 # token, registration, revocation and the authorization-server metadata (plus the OpenID
 # discovery URLs clients probe, so that a page can read their 404). Never the sign-in,
 # consent or admin pages. Which origins: CODEX_ALLOWED_ORIGINS, matched by
-# common.origins (through authserver.cors), the same rule /mcp uses.
+# common.origins (through authserver.oauth.cors), the same rule /mcp uses.
 CORS_URLS_REGEX = (
     r"^/(o/(token|revoke_token)/|o/register/([^/]+/)?"
     r"|(o/)?\.well-known/(oauth-authorization-server|openid-configuration)(/o)?/?)$"
@@ -95,7 +95,7 @@ INSTALLED_APPS = [
     "corsheaders",
     "oauth2_provider",
     # Accounts: sign-in with its throttle, single sign-on through OpenID Connect, a second
-    # factor (authserver.signin, authserver.sso, authserver.second_factor configure them).
+    # factor (authserver.people.signin, authserver.enterprise.sso, authserver.people.second_factor configure them).
     "allauth",
     "allauth.account",
     "allauth.socialaccount",
@@ -104,7 +104,7 @@ INSTALLED_APPS = [
     "codex_site",
     "authserver",
     # SCIM 2.0 provisioning at /scim/v2/ (its own tables: app label "scim").
-    "authserver.scim",
+    "authserver.enterprise.scim",
     "notebook",
     "mcp_endpoint",
     "mycodex",
@@ -132,7 +132,7 @@ MIDDLEWARE = [
     "allauth.account.middleware.AccountMiddleware",
     # CODEX_REQUIRE_MFA / CODEX_REQUIRE_MFA_STAFF: a password account without a second factor
     # sees only the pages that set one up (the admin included).
-    "authserver.second_factor.RequireSecondFactorMiddleware",
+    "authserver.people.second_factor.RequireSecondFactorMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # Content-Security-Policy on every answer (django-csp; CONTENT_SECURITY_POLICY below).
     "csp.middleware.CSPMiddleware",
@@ -272,8 +272,8 @@ AUTHENTICATION_BACKENDS = [
     "django.contrib.auth.backends.ModelBackend",
     "allauth.account.auth_backends.AuthenticationBackend",
 ]
-ACCOUNT_ADAPTER = "authserver.signin.CodexAccountAdapter"
-SOCIALACCOUNT_ADAPTER = "authserver.sso.CodexSocialAccountAdapter"
+ACCOUNT_ADAPTER = "authserver.people.signin.CodexAccountAdapter"
+SOCIALACCOUNT_ADAPTER = "authserver.enterprise.sso.CodexSocialAccountAdapter"
 # People sign in with their username; operators add them (codex_adduser) or a provider does
 # (single sign-on): nobody signs up with a password, and this server sends no mail.
 ACCOUNT_LOGIN_METHODS = {"username"}
@@ -283,7 +283,7 @@ ACCOUNT_EMAIL_VERIFICATION = "none"
 ACCOUNT_LOGOUT_ON_GET = False  # GET /accounts/logout/ asks; the POST signs out
 ACCOUNT_AUTHENTICATED_LOGIN_REDIRECTS = False  # the sign-in page says who is signed in
 ACCOUNT_SESSION_REMEMBER = None
-ACCOUNT_FORMS = {"change_password": "authserver.signin.CodexChangePasswordForm"}
+ACCOUNT_FORMS = {"change_password": "authserver.people.signin.CodexChangePasswordForm"}
 ACCOUNT_PASSWORD_INPUT_RENDER_VALUE = False
 ACCOUNT_EMAIL_NOTIFICATIONS = False
 ACCOUNT_REAUTHENTICATION_TIMEOUT = 300
@@ -311,25 +311,25 @@ ACCOUNT_RATE_LIMITS = {
     "change_password": "10/m/user",
     "reauthenticate": "10/m/user",
 }
-# Single sign-on (authserver.sso): CODEX_OIDC_PROVIDERS, a JSON list of providers (issuer,
+# Single sign-on (authserver.enterprise.sso): CODEX_OIDC_PROVIDERS, a JSON list of providers (issuer,
 # client id and secret, display name, allowed email domains, whether an existing account may
 # be matched by its verified email). CODEX_PASSWORD_SIGNIN=0 hides the password form.
 CODEX_OIDC_PROVIDERS = os.environ.get("CODEX_OIDC_PROVIDERS", "")
 CODEX_PASSWORD_SIGNIN = envbool("CODEX_PASSWORD_SIGNIN", True)
 CODEX_SSO_PROVIDERS = parse_providers(CODEX_OIDC_PROVIDERS)
-# The operator's policy (authserver.policy, shown at /admin/policy/): people whose e-mail domain
+# The operator's policy (authserver.core.policy, shown at /admin/policy/): people whose e-mail domain
 # is listed here must use single sign-on; their password sign-in is refused, after the password
 # is checked (comma-separated domains; empty: nobody).
 CODEX_SSO_ONLY_DOMAINS = [domain.lower() for domain in envlist("CODEX_SSO_ONLY_DOMAINS", [])]
 SOCIALACCOUNT_PROVIDERS: dict[str, Any] = allauth_providers(CODEX_SSO_PROVIDERS)
 SOCIALACCOUNT_AUTO_SIGNUP = True
-SOCIALACCOUNT_EMAIL_AUTHENTICATION = False  # per provider: authserver.sso
+SOCIALACCOUNT_EMAIL_AUTHENTICATION = False  # per provider: authserver.enterprise.sso
 SOCIALACCOUNT_EMAIL_AUTHENTICATION_AUTO_CONNECT = True
 SOCIALACCOUNT_LOGIN_ON_GET = False  # the sign-in page's button POSTs
 SOCIALACCOUNT_STORE_TOKENS = False  # the provider's tokens are not needed after sign-in
 SOCIALACCOUNT_REQUESTS_TIMEOUT = 10
 # A second factor for password accounts: TOTP, passkeys (WebAuthn), recovery codes.
-MFA_ADAPTER = "authserver.second_factor.CodexMFAAdapter"
+MFA_ADAPTER = "authserver.people.second_factor.CodexMFAAdapter"
 MFA_SUPPORTED_TYPES = ["totp", "webauthn", "recovery_codes"]
 MFA_PASSKEY_LOGIN_ENABLED = False
 MFA_TOTP_ISSUER = "Agent Codex"
@@ -343,8 +343,8 @@ CODEX_REQUIRE_MFA_STAFF = envbool("CODEX_REQUIRE_MFA_STAFF", CODEX_REQUIRE_MFA)
 # Content-Security-Policy (django-csp) on every answer: scripts, styles, images and fetches
 # from this origin only, no inline script or style, no frames, no plugins. Forms post here
 # only, but the sign-in page's may also lead to a single sign-on provider
-# (authserver.signin) and the authorization endpoint's to the client's registered redirect
-# URI, which can be any scheme (authserver.views). The passkey pages' scripts are allauth's
+# (authserver.people.signin) and the authorization endpoint's to the client's registered redirect
+# URI, which can be any scheme (authserver.oauth.views). The passkey pages' scripts are allauth's
 # static files; their data is JSON in <script type="application/json">, which no policy runs.
 CONTENT_SECURITY_POLICY = {
     "DIRECTIVES": {
@@ -376,7 +376,7 @@ CODEX_IMPORT_MAX_BYTES = envint("CODEX_IMPORT_MAX_BYTES", 32 * 1024 * 1024)
 # many bytes (413; the import upload has CODEX_IMPORT_MAX_BYTES, /mcp the contract's 1 MiB),
 # arriving within this many seconds of the request's headers (408).
 CODEX_BODY_MAX_BYTES = envint("CODEX_BODY_MAX_BYTES", 1024 * 1024)
-# SCIM (authserver.scim.schema): accept and drop User attributes this server does not keep,
+# SCIM (authserver.enterprise.scim.schema): accept and drop User attributes this server does not keep,
 # instead of refusing them (for an IdP whose attribute mapping cannot be trimmed).
 CODEX_SCIM_IGNORE_UNKNOWN = envbool("CODEX_SCIM_IGNORE_UNKNOWN", False)
 CODEX_BODY_TIMEOUT_SECONDS = envint("CODEX_BODY_TIMEOUT_SECONDS", 60)
@@ -384,7 +384,7 @@ CODEX_BODY_TIMEOUT_SECONDS = envint("CODEX_BODY_TIMEOUT_SECONDS", 60)
 # that make the server fetch a new client's metadata document per 10 minutes.
 CODEX_DCR_RATE_LIMIT = envint("CODEX_DCR_RATE_LIMIT", 300)
 CODEX_CIMD_RATE_LIMIT = envint("CODEX_CIMD_RATE_LIMIT", 30)
-# Client registrations that no person has approved yet (authserver.registration), dynamic ones
+# Client registrations that no person has approved yet (authserver.clients.registration), dynamic ones
 # and applications made from metadata documents alike: removed once this old; at most so many
 # wait per client network (refused past it), and at most so many in all (the oldest make room).
 CODEX_DCR_PENDING_SECONDS = envint("CODEX_DCR_PENDING_SECONDS", 3600)
@@ -410,7 +410,7 @@ CODEX_METRICS_TOKEN = os.environ.get("CODEX_METRICS_TOKEN", "")
 # test runner turns it on.
 CODEX_CIMD_ALLOW_LOOPBACK = envbool("CODEX_CIMD_ALLOW_LOOPBACK", DEBUG)
 # Fetches of clients' metadata documents and key sets in progress at once, per process, and the
-# share of them one client network may hold (authserver.fetching); each has a deadline of
+# share of them one client network may hold (authserver.clients.fetching); each has a deadline of
 # CIMD_FETCH_TIMEOUT_SECONDS over the whole exchange.
 CODEX_FETCHES_AT_ONCE = envint("CODEX_FETCHES_AT_ONCE", 10)
 CODEX_FETCHES_AT_ONCE_PER_ADDRESS = envint("CODEX_FETCHES_AT_ONCE_PER_ADDRESS", 2)
@@ -418,14 +418,14 @@ CODEX_FETCHES_AT_ONCE_PER_ADDRESS = envint("CODEX_FETCHES_AT_ONCE_PER_ADDRESS", 
 # of confidential applications (made in the admin) allowed to introspect, comma-separated.
 # Anyone else gets 401. Empty: nobody may, and the metadata names no introspection endpoint.
 CODEX_INTROSPECTION_CLIENTS = envlist("CODEX_INTROSPECTION_CLIENTS", [])
-# The operator's policy (authserver.policy): Dynamic Client Registration on or off (off: the
+# The operator's policy (authserver.core.policy): Dynamic Client Registration on or off (off: the
 # registration endpoint answers 403 and the metadata names none); the longest access-token
 # lifetime any token may have (mint_token refuses a longer one; CODEX_ACCESS_TOKEN_SECONDS above
 # it refuses to start). Metadata documents' hosts: CODEX_CIMD_ALLOWED_HOSTS, below.
 CODEX_DCR_ENABLED = envbool("CODEX_DCR_ENABLED", True)
 CODEX_ACCESS_TOKEN_SECONDS = envint("CODEX_ACCESS_TOKEN_SECONDS", 3600)
 CODEX_MAX_ACCESS_TOKEN_SECONDS = envint("CODEX_MAX_ACCESS_TOKEN_SECONDS", CODEX_ACCESS_TOKEN_SECONDS)
-# Headless agents (authserver.agents): how many a person may have at once (revoked ones do not
+# Headless agents (authserver.clients.agents): how many a person may have at once (revoked ones do not
 # count). Each is an OAuth client that can act on its owner's codex without them.
 CODEX_AGENTS_PER_PERSON = envint("CODEX_AGENTS_PER_PERSON", 10)
 
@@ -455,9 +455,9 @@ def oauth2_provider_settings(public_url: str) -> dict:
         "COMPLIANT_BCP_RFC9700_IMPLICIT_GRANT": True,
         "COMPLIANT_BCP_RFC9700_PASSWORD_GRANT": True,
         "OAUTH2_RESPONSE_TYPES_SUPPORTED": ["code"],
-        # client_credentials: served only to people's headless agents (authserver.validators).
+        # client_credentials: served only to people's headless agents (authserver.oauth.validators).
         "OAUTH2_GRANT_TYPES_SUPPORTED": ["authorization_code", "refresh_token", "client_credentials"],
-        # private_key_jwt: for clients whose metadata document declares it (authserver.client_assertions).
+        # private_key_jwt: for clients whose metadata document declares it (authserver.clients.assertions).
         "OAUTH2_TOKEN_ENDPOINT_AUTH_METHODS_SUPPORTED": [
             "none",
             "client_secret_basic",
@@ -465,9 +465,9 @@ def oauth2_provider_settings(public_url: str) -> dict:
             "private_key_jwt",
         ],
         # RFC 8707: every grant and token is bound to <public_url>/mcp.
-        "OAUTH2_VALIDATOR_CLASS": "authserver.validators.CodexOAuth2Validator",
+        "OAUTH2_VALIDATOR_CLASS": "authserver.oauth.validators.CodexOAuth2Validator",
         # oauthlib's server with the jwt-bearer grant for ID-JAGs (Enterprise-Managed Authorization).
-        "OAUTH2_SERVER_CLASS": "authserver.id_jag.CodexServer",
+        "OAUTH2_SERVER_CLASS": "authserver.enterprise.id_jag.CodexServer",
         # Dynamic Client Registration (RFC 7591) for clients that do not use metadata documents.
         "DCR_ENABLED": True,
         "DCR_REGISTRATION_PERMISSION_CLASSES": ("oauth2_provider.dcr.AllowAllDCRPermission",),
@@ -476,7 +476,7 @@ def oauth2_provider_settings(public_url: str) -> dict:
         "CIMD_ENABLED": True,
         "CIMD_REGISTRATION_PERMISSION_CLASSES": ("oauth2_provider.cimd.HostAllowlistCIMDPermission",),
         "CIMD_ALLOWED_HOSTS": envlist("CODEX_CIMD_ALLOWED_HOSTS", ["*"]),
-        "CIMD_METADATA_FETCHER": "authserver.cimd.CodexMetadataFetcher",
+        "CIMD_METADATA_FETCHER": "authserver.clients.cimd.CodexMetadataFetcher",
         # Always ask the person; never approve silently.
         "REQUEST_APPROVAL_PROMPT": "force",
     }

@@ -7,12 +7,13 @@ from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 from oauth2_provider import urls as dot_urls
 
-from authserver import account, sso
 from authserver import admin as authserver_admin
-from authserver import views as authserver_views
-from authserver.registration import GuardedRegistrationManagementView
-from authserver.scim import views as scim_views
-from authserver.token_view import CodexTokenView
+from authserver.clients.registration import GuardedRegistrationManagementView
+from authserver.enterprise import sso
+from authserver.enterprise.scim import views as scim_views
+from authserver.oauth import views as authserver_views
+from authserver.oauth.token_view import CodexTokenView
+from authserver.people import account
 from codex_site import views as site_views
 
 # Only the endpoints this server advertises. DOT's application and token management
@@ -75,7 +76,7 @@ urlpatterns = [
     path("healthz", site_views.healthz, name="healthz"),
     path("favicon.ico", site_views.favicon, name="favicon"),
     path("metrics", site_views.metrics, name="metrics"),
-    # The operator's policy, read-only, for staff (authserver.policy).
+    # The operator's policy, read-only, for staff (authserver.core.policy).
     path("admin/policy/", admin.site.admin_view(authserver_admin.policy_page), name="admin_policy"),
     path("admin/", admin.site.urls),
     # Sign-in (password, single sign-on, second factor), sign-out, password change.
@@ -110,5 +111,5 @@ handler400 = "codex_site.errors.bad_request"
 handler403 = "codex_site.errors.permission_denied"
 handler404 = "codex_site.errors.page_not_found"
 handler500 = "codex_site.errors.server_error"
-# allauth's rate limits other than the sign-in throttle (authserver.signin) answer with this.
-handler429 = "authserver.account.too_many_requests"
+# allauth's rate limits other than the sign-in throttle (authserver.people.signin) answer with this.
+handler429 = "authserver.people.account.too_many_requests"

@@ -140,7 +140,7 @@ REGISTER: tuple[Internal, ...] = (
     Internal(
         DJANGO,
         "Field.set_cached_value (FieldCacheMixin) on forward and reverse one-to-one/foreign keys",
-        ("authserver/token_check.py",),
+        ("authserver/core/token_check.py",),
         "set_cached_value",
         "the token's user, codex and application cached on the instances as select_related caches them",
     ),
@@ -185,7 +185,7 @@ REGISTER: tuple[Internal, ...] = (
     Internal(
         DJANGO,
         "HttpResponse._has_been_logged",
-        ("codex_site/middleware.py", "authserver/sso.py", "authserver/scim/views.py"),
+        ("codex_site/middleware.py", "authserver/enterprise/sso.py", "authserver/enterprise/scim/views.py"),
         "_has_been_logged",
         "a 503 logged in one line already is not logged again at ERROR by django.utils.log.log_response",
     ),
@@ -193,7 +193,7 @@ REGISTER: tuple[Internal, ...] = (
     Internal(
         DOT,
         "oauth2_provider.cimd._validate_client_id_url, _resolve_and_validate, SafeMetadataFetcher._read_document",
-        ("authserver/fetching.py",),
+        ("authserver/clients/fetching.py",),
         "_resolve_and_validate",
         "every fetch of a document or key set keeps DOT's request-forgery rules and reading of the answer, "
         "under a deadline over the whole exchange (DOT's fetcher bounds each read only) and the shared slots",
@@ -202,7 +202,7 @@ REGISTER: tuple[Internal, ...] = (
         DOT,
         "OAuth2Validator._load_application (overridden: called for every client lookup, before DOT's "
         "cimd.resolve_cimd_application and refresh_if_stale), OAuth2Validator._check_secret (overridden)",
-        ("authserver/validators.py",),
+        ("authserver/oauth/validators.py",),
         "def _load_application",
         "an unknown metadata-document client is answered as unknown and nothing is fetched outside the "
         "authorization endpoint; a public client's empty secret matches nothing",
@@ -211,7 +211,7 @@ REGISTER: tuple[Internal, ...] = (
         DOT,
         "AuthorizationView.get reads approval_prompt from request.GET (and the application's "
         "skip_authorization) to skip the consent page",
-        ("authserver/views.py", "authserver/signals.py"),
+        ("authserver/oauth/views.py", "authserver/signals.py"),
         "skip_authorization",
         "consent is always asked: the parameter is dropped before DOT reads it, and no application skips it",
     ),
@@ -219,7 +219,7 @@ REGISTER: tuple[Internal, ...] = (
         DOT,
         "ClientProtectedResourceMixin.dispatch: authenticate_client, then verify_request (a bearer token), "
         "then unauthenticated_response",
-        ("authserver/views.py",),
+        ("authserver/oauth/views.py",),
         "def verify_request",
         "introspection by provisioned resource servers only, with their client secret, never by a token",
     ),
@@ -227,7 +227,7 @@ REGISTER: tuple[Internal, ...] = (
         DOT,
         "OAuth2Validator._create_access_token (overridden: called inside _save_bearer_token's transaction, "
         "after DOT sets request.user to None for client_credentials), GRANT_TYPE_MAPPING's client_credentials",
-        ("authserver/validators.py",),
+        ("authserver/oauth/validators.py",),
         "def _create_access_token",
         "a headless agent's client-credentials token acts for its owner's codex, and is refused when the agent "
         "was revoked meanwhile (its row read under the lock agent_revoke takes)",
@@ -236,7 +236,7 @@ REGISTER: tuple[Internal, ...] = (
         DOT,
         "OAuth2Validator._check_and_set_request_resource (overridden; also called by the ID-JAG grant "
         "before it checks the assertion)",
-        ("authserver/validators.py", "authserver/id_jag.py"),
+        ("authserver/oauth/validators.py", "authserver/enterprise/id_jag.py"),
         "_check_and_set_request_resource",
         "a missing resource is pinned to this server's and any other refused (invalid_target)",
     ),
@@ -247,7 +247,7 @@ REGISTER: tuple[Internal, ...] = (
         "__init__; GrantTypeBase subclassed (create_token_response/validate_token_request, and its helpers "
         "validate_client_authentication, validate_grant_type, _get_default_headers); Request.duplicate_params "
         "and a body parameter (assertion) read as a Request attribute",
-        ("authserver/id_jag.py",),
+        ("authserver/enterprise/id_jag.py",),
         "class IdJagGrant(GrantTypeBase)",
         "RFC 7523 jwt-bearer for ID-JAGs (Enterprise-Managed Authorization): oauthlib and DOT 3.4.1 have no "
         "such grant; DOT takes the server class from OAUTH2_SERVER_CLASS",
@@ -256,7 +256,7 @@ REGISTER: tuple[Internal, ...] = (
         DOT,
         "the AccessToken table's columns (token_checksum, expires, scope, resource, user, application) "
         "read by hand-built SQL",
-        ("authserver/token_check.py", "authserver/validators.py"),
+        ("authserver/core/token_check.py", "authserver/oauth/validators.py"),
         "token_checksum",
         "the token check's one query, built from the models' metadata (the queryset is the fallback); "
         "the revocation endpoint's lookup of the token it revokes, for its audit line",
@@ -358,7 +358,7 @@ REGISTER: tuple[Internal, ...] = (
         ALLAUTH,
         "allauth.core.internal.ratelimit.get_rates, get_cache_key, time; DefaultAccountAdapter."
         "_get_login_attempts_cache_key; the counters' shape (a list of attempt times, newest first)",
-        ("authserver/signin.py", "authserver/leaving.py"),
+        ("authserver/people/signin.py", "authserver/people/leaving.py"),
         "allauth_ratelimit.get_cache_key",
         "how long a throttled sign-in must wait (allauth's refusal says only 'try again later'), and "
         "which counters name an account that leaves",
@@ -373,7 +373,7 @@ REGISTER: tuple[Internal, ...] = (
     Internal(
         ALLAUTH,
         "allauth.socialaccount.providers.openid_connect.views.login, callback (wrapped, by the same URL names)",
-        ("authserver/sso.py",),
+        ("authserver/enterprise/sso.py",),
         "oidc_views.callback",
         "a provider that is down or answers wrongly gets a page: allauth's views raise on discovery faults",
     ),

@@ -29,7 +29,7 @@ import django
 django.setup()
 from django.contrib.auth import get_user_model  # noqa: E402
 
-from authserver.tokens import mint_access_token, revoke_tokens  # noqa: E402
+from authserver.core.tokens import mint_access_token, revoke_tokens  # noqa: E402
 
 # Slow connections through the proxy: 1,100 in all, more than a 1,024 open-files limit.
 PROXY_FLOOD = {"silent": 1_000, "slow-headers": 50, "slow-body": 50}

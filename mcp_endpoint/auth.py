@@ -1,5 +1,5 @@
 """Bearer tokens at the MCP resource (contract 8): the endpoint's side of the check that
-``authserver.token_check`` makes.
+``authserver.core.token_check`` makes.
 
 Each request's token is a ``RequestToken`` that the HTTP guard puts in the ASGI scope
 (``TOKEN_SCOPE_KEY``). Its ``check`` is the one way to a grant: one query, made in a worker
@@ -23,15 +23,16 @@ from django.db import DatabaseError
 # The one door between the apps: the rest of mcp_endpoint takes the scope names
 # (and the shared rate limiter) from here, and authserver (the lower app) never
 # imports mcp_endpoint.
-from authserver import last_used, ratelimit, token_check
-from authserver.scopes import ALL_SCOPES as ALL_SCOPES
-from authserver.scopes import READ as READ
-from authserver.scopes import WRITE as WRITE
-from authserver.token_check import ReadAhead as ReadAhead
-from authserver.token_check import ScopesMissing as ScopesMissing
-from authserver.token_check import TokenGrant as TokenGrant
-from authserver.token_check import TokenRejected as TokenRejected
-from authserver.token_check import token_checksum as token_checksum
+from authserver.core import last_used, token_check
+from authserver.core.scopes import ALL_SCOPES as ALL_SCOPES
+from authserver.core.scopes import READ as READ
+from authserver.core.scopes import WRITE as WRITE
+from authserver.core.token_check import ReadAhead as ReadAhead
+from authserver.core.token_check import ScopesMissing as ScopesMissing
+from authserver.core.token_check import TokenGrant as TokenGrant
+from authserver.core.token_check import TokenRejected as TokenRejected
+from authserver.core.token_check import token_checksum as token_checksum
+from common import ratelimit
 from common.outage import log_database_unavailable
 from notebook.exceptions import NotebookError, PermissionDenied, Unauthenticated, Unavailable
 from notebook.writers import UNKNOWN_WRITER, Writer
@@ -66,7 +67,7 @@ def in_order(scopes: Iterable[str]) -> list[str]:
 
 def check(checksum: str, scopes: Iterable[str] = (), ahead: ReadAhead | None = None) -> TokenGrant | Refusal:
     """The token check (one query; in a worker thread): the grant, or the refusal.
-    ``ahead``: the tool's read, made in the same statement (``authserver.token_check``)."""
+    ``ahead``: the tool's read, made in the same statement (``authserver.core.token_check``)."""
     needed = in_order(scopes)
     try:
         return check_token_checksum(checksum, needed, ahead)
@@ -155,5 +156,5 @@ def tool_call_retry_after(checksum: str) -> int | None:
 
 def note_use(grant: TokenGrant) -> None:
     """A tool call ran for this grant: its application's last use, to the minute
-    (``authserver.last_used``; written at most once a minute per application and person)."""
+    (``authserver.core.last_used``; written at most once a minute per application and person)."""
     last_used.LAST_USED.touch(grant.user.pk, grant.application_id)

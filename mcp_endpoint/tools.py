@@ -43,7 +43,7 @@ from notebook.writers import Writer
 # (the caller's codex, the tool's arguments, who the call writes as, what the token check
 # read ahead for it or None) -> the result object.
 ToolAdapter = Callable[[Codex, dict[str, Any], Writer, Any], dict[str, Any]]
-# The tool's arguments -> a read ahead for the token check (``authserver.token_check.ReadAhead``),
+# The tool's arguments -> a read ahead for the token check (``authserver.core.token_check.ReadAhead``),
 # or None: no read ahead for these arguments (the adapter judges them as ever).
 ReadAheadOf = Callable[[dict[str, Any]], Any]
 

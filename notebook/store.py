@@ -53,7 +53,7 @@ def entry_by_id(codex_id: int, entry_id: uuid.UUID, *, lock: bool = False) -> En
 class EntryReadAhead:
     """The fast path's read of one entry of the caller's codex, made before the caller's codex
     is known: inside the statement that checks the caller's token, which gives the codex
-    (``authserver.token_check``: one round trip for the check and the read, where they were
+    (``authserver.core.token_check``: one round trip for the check and the read, where they were
     two). The check hands the row over (``take``) only once it has read the token; whoever
     uses the entry must still know the token was accepted, and that the codex is the one
     the entry was read for (``entry_for``).

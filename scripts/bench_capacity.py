@@ -203,7 +203,7 @@ def round_trips(token: str, text: str, note_bytes: int) -> dict[str, int]:
     from django.conf import settings
     from oauth2_provider.models import get_access_token_model
 
-    from authserver import last_used
+    from authserver.core import last_used
     from mcp_endpoint import server
     from mcp_endpoint.auth import RequestToken, token_checksum
     from tests.wire import round_trips as counted

@@ -308,7 +308,7 @@ def setup_database(env: dict[str, str], *, densities: bool) -> tuple[str, list[s
     from django.core.management import call_command
     from django.db import connections
 
-    from authserver.tokens import mint_access_token
+    from authserver.core.tokens import mint_access_token
     from notebook import services
     from notebook.validation import parse_entry_input
 

@@ -11,7 +11,7 @@ from django.test import TestCase, TransactionTestCase
 from django.utils import timezone
 from oauth2_provider.models import get_access_token_model, get_application_model, set_token_value
 
-from authserver.tokens import mint_access_token
+from authserver.core.tokens import mint_access_token
 from mcp_endpoint.auth import check_bearer_token
 from notebook import services
 from notebook.models import Codex, Entry
@@ -98,14 +98,14 @@ STILL_MOMENT = 1_800_000_000.0
 
 
 def last_use_already_written(test, raw_token: str):
-    """Hold the last-use clock still (authserver.last_used) with this token's minute already
+    """Hold the last-use clock still (authserver.core.last_used) with this token's minute already
     written, so that a test counting a call's statements counts the call's own: the last use
     is written on the first call of a minute only. Returns the stand-in, whose ``clock`` a test
     may move on."""
     from unittest import mock
 
-    from authserver import last_used
-    from authserver.token_check import token_checksum
+    from authserver.core import last_used
+    from authserver.core.token_check import token_checksum
 
     token = get_access_token_model().objects.get(token_checksum=token_checksum(raw_token))
     uses = last_used.LastUsed(clock=lambda: STILL_MOMENT)

@@ -1,4 +1,4 @@
-"""A still clock for the fixed-window rate limits (``authserver.ratelimit``).
+"""A still clock for the fixed-window rate limits (``common.ratelimit``).
 
 Those limits count in windows of the wall clock (a minute, ten minutes, an hour), so a test
 that makes its calls across a window's end sees the count start again. Inside
@@ -11,7 +11,7 @@ import time
 from types import SimpleNamespace
 from unittest import mock
 
-from authserver import ratelimit
+from common import ratelimit
 
 
 def one_rate_window():

@@ -13,7 +13,7 @@ from django.contrib.auth import get_user_model
 from django.core.cache import caches
 from django.test import TransactionTestCase, override_settings
 
-from authserver.tokens import mint_access_token
+from authserver.core.tokens import mint_access_token
 from codex_site.asgi import build_application
 from codex_site.settings import public_url_settings
 

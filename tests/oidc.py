@@ -20,7 +20,7 @@ from typing import Any
 
 from django.conf import settings
 
-from authserver.sso_config import allauth_providers, parse_providers
+from authserver.core.sso_config import allauth_providers, parse_providers
 from tests.served import free_port, install_once, missing, stop
 
 SOURCE = Path(__file__).resolve().parent / "oidc_provider"

@@ -24,9 +24,9 @@ from django.test import Client, override_settings
 from django.utils import timezone
 from oauth2_provider.models import get_application_model, get_grant_model, get_refresh_token_model
 
-from authserver import leaving
-from authserver.last_used import record_use
-from authserver.signin import attempts_key
+from authserver.core.last_used import record_use
+from authserver.people import leaving
+from authserver.people.signin import attempts_key
 from mcp_endpoint.auth import check_bearer_token, writer_of
 from notebook import services
 from notebook.models import Codex

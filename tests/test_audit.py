@@ -14,10 +14,10 @@ from django.core.management import call_command
 from django.test import Client, SimpleTestCase, override_settings
 from oauth2_provider.models import get_application_model
 
-from authserver import agents
-from authserver.scim import credentials
-from authserver.scim.models import Organization
-from authserver.tokens import mint_access_token
+from authserver.clients import agents
+from authserver.core.tokens import mint_access_token
+from authserver.enterprise.scim import credentials
+from authserver.enterprise.scim.models import Organization
 from codex_site.logs import CodexJsonFormatter
 from common import access_log
 from common.audit import audit
@@ -171,7 +171,7 @@ class AuditTrailTest(LiveServerTestCase):
                 scim.patch(f"/Users/{created['id']}", json={"schemas": [PATCH_SCHEMA], "Operations": operations})
             scim.delete(f"/Users/{created['id']}")
             credentials.revoke(organization=organization)
-            # A policy refusal: registration turned off by the operator (authserver.policy).
+            # A policy refusal: registration turned off by the operator (authserver.core.policy).
             with override_settings(CODEX_DCR_ENABLED=False):
                 refused = register_client(base, client_name=f"Agent {MARKER}")
             self.assertEqual(refused.status_code, 403)

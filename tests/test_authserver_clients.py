@@ -1,4 +1,4 @@
-"""The connected-applications page (authserver.clients), without a live server."""
+"""The connected-applications page (authserver.people.connected), without a live server."""
 
 import datetime as dt
 

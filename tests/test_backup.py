@@ -18,7 +18,7 @@ from django.core.management import CommandError, call_command
 from django.db import close_old_connections, connection
 from django.test import SimpleTestCase, TransactionTestCase, override_settings
 
-from authserver.tokens import mint_access_token
+from authserver.core.tokens import mint_access_token
 from codex_site import backup
 from codex_site.database_url import database_settings
 from codex_site.settings import public_url_settings

@@ -18,7 +18,7 @@ from django.test import override_settings
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions
 
-from authserver.tokens import mint_access_token
+from authserver.core.tokens import mint_access_token
 from mcp_endpoint.auth import check_bearer_token, writer_of
 from notebook import services
 from notebook.validation import parse_entry_input

@@ -1,5 +1,5 @@
 """Guards on the parts of django-oauth-toolkit this project uses beyond its public API, and the
-loopback exception of the fetcher (``authserver.fetching``)."""
+loopback exception of the fetcher (``authserver.clients.fetching``)."""
 
 import inspect
 
@@ -9,7 +9,7 @@ from oauth2_provider import cimd as dot_cimd
 from oauth2_provider.cimd import CIMDError
 from oauth2_provider.oauth2_validators import OAuth2Validator
 
-from authserver.fetching import HardenedFetcher
+from authserver.clients.fetching import HardenedFetcher
 from common import internals
 from tests.loopback_http import DocumentsServer
 
@@ -21,7 +21,7 @@ class PrivateApiGuardTest(SimpleTestCase):
         self.assertIn(
             oauth2_provider.__version__,
             internals.CHECKED[internals.DOT],
-            "django-oauth-toolkit changed: re-check authserver/fetching.py and CodexOAuth2Validator's "
+            "django-oauth-toolkit changed: re-check authserver/clients/fetching.py and CodexOAuth2Validator's "
             "overrides (common/internals.py lists them), then add the version to common.internals.CHECKED",
         )
 
@@ -41,7 +41,7 @@ class PrivateApiGuardTest(SimpleTestCase):
 
 
 class LoopbackFetcherTest(SimpleTestCase):
-    """Documents and key sets alike (``authserver.fetching``): a loopback address is fetched only
+    """Documents and key sets alike (``authserver.clients.fetching``): a loopback address is fetched only
     with the development setting on, and then without a certificate check."""
 
     @classmethod

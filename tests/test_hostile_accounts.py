@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra.django import TestCase as HypothesisTestCase
 
-from authserver.devices import COOKIE
+from authserver.people.devices import COOKIE
 from tests.hostile import assert_consistent, emitted_logs
 from tests.loopback_http import LoopbackHTTPServer
 from tests.oidc import sso_settings
@@ -173,7 +173,7 @@ class HostileAccountsTest(HypothesisTestCase):
         CALLS[surface] += 1
         with emitted_logs() as logs:
             response = getattr(client, method)(path, **kwargs)
-        # 502 is the page that says the provider failed (authserver.sso), and only it.
+        # 502 is the page that says the provider failed (authserver.enterprise.sso), and only it.
         if response.status_code == 502:
             self.assertContains(response, "The sign-in provider could not be used", status_code=502)
         else:

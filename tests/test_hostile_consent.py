@@ -26,9 +26,9 @@ from django.test import Client, SimpleTestCase, TestCase, override_settings
 from django.utils import timezone
 from oauth2_provider.models import get_application_model
 
-from authserver.devices import COOKIE
+from authserver.core.tokens import mint_access_token
 from authserver.models import ClientKeys
-from authserver.tokens import mint_access_token
+from authserver.people.devices import COOKIE
 from tests.clocks import SignInClock
 from tests.hosted_clients import ASSERTION_TYPE, ChatGPTLike, DocumentsServer
 from tests.oauth_helpers import REDIRECT_URI, forms_of, pkce_pair, query_of
@@ -106,7 +106,7 @@ class ConsentAlwaysAskedTest(TestCase):
 
 class RedirectSourceTest(SimpleTestCase):
     def test_each_redirect_uri_becomes_a_source_that_cannot_break_the_policy(self) -> None:
-        from authserver.views import redirect_source
+        from authserver.oauth.views import redirect_source
 
         for uri, source in {
             "http://127.0.0.1:9/callback": "http://127.0.0.1:9",

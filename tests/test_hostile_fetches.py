@@ -25,7 +25,7 @@ from django.test import Client, TestCase, override_settings
 from django.utils import timezone
 from oauth2_provider.models import get_application_model
 
-from authserver import registration
+from authserver.clients import registration
 from authserver.models import ClientKeys, PendingRegistration
 from codex_site.settings import oauth2_provider_settings
 from tests.hosted_clients import ASSERTION_TYPE, ChatGPTLike

@@ -1,7 +1,7 @@
 """Limits an attacker can neither dodge nor turn against others.
 
 - Rotating through the addresses of one IPv6 /64 (which one subscriber holds whole) gains nothing:
-  every per-address limit and record counts the /64 (``authserver.ratelimit.network_of``).
+  every per-address limit and record counts the /64 (``common.ratelimit.network_of``).
 - A full server-wide cap on waiting registrations refuses nobody new: the oldest make room.
 - An office's people signing in together from one address are not a flood, while guessing
   passwords across many accounts from that address is still throttled.
@@ -51,7 +51,7 @@ def authorize(address: str, client_id: str):
 
 class NetworkOfTest(SimpleTestCase):
     def test_an_ipv6_address_counts_as_its_64_and_an_ipv4_one_as_itself(self) -> None:
-        from authserver.ratelimit import network_of
+        from common.ratelimit import network_of
 
         self.assertEqual({network_of(address) for address in ONE_64}, {"2001:db8:1:2::/64"})
         self.assertEqual(network_of("2001:db8:1:3::1"), "2001:db8:1:3::/64")

@@ -1,4 +1,4 @@
-"""Enterprise-Managed Authorization (authserver.id_jag): an ID-JAG from a trusted IdP, presented
+"""Enterprise-Managed Authorization (authserver.enterprise.id_jag): an ID-JAG from a trusted IdP, presented
 with the jwt-bearer grant at /o/token/, gets a token for the person it names, with no consent
 page, scopes the intersection, bound to /mcp, no refresh token. Every ID-JAG that is not exactly
 right is refused with invalid_grant (a client that does not authenticate: invalid_client), and
@@ -25,11 +25,12 @@ from django.test import TestCase, override_settings
 from django.utils import timezone
 from oauth2_provider.models import AccessToken, Application, RefreshToken
 
-from authserver import cimd, id_jag
-from authserver.client_assertions import ASSERTION_TYPE
+from authserver.clients import cimd
+from authserver.clients.assertions import ASSERTION_TYPE
+from authserver.enterprise import id_jag
+from authserver.enterprise.scim.models import Organization, ProvisionedPerson
+from authserver.enterprise.sso import CodexSocialAccountAdapter
 from authserver.models import OrganizationGrant, PendingRegistration, SpentJti
-from authserver.scim.models import Organization, ProvisionedPerson
-from authserver.sso import CodexSocialAccountAdapter
 from tests.hosted_clients import ChatGPTLike, b64url, encoded_json, public_jwk, rsa_key
 from tests.loopback_http import DocumentsServer
 from tests.oidc import sso_settings

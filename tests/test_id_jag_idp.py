@@ -24,9 +24,9 @@ from mcp.client.auth.extensions.identity_assertion import IdentityAssertionOAuth
 from mcp.shared.auth import JWT_BEARER_GRANT_TYPE
 from oauth2_provider.models import AccessToken, Application, RefreshToken
 
+from authserver.enterprise.scim import credentials
+from authserver.enterprise.scim.models import Organization
 from authserver.models import OrganizationGrant
-from authserver.scim import credentials
-from authserver.scim.models import Organization
 from mcp_endpoint.auth import token_checksum
 from tests.live import LiveServerTestCase
 from tests.loopback_http import self_signed

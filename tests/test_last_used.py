@@ -1,6 +1,6 @@
 """Connected applications shows when each application last called a tool, to the minute,
 without a write per tool call: each process writes a person and application's minute at
-most once (authserver.last_used), on a test clock here."""
+most once (authserver.core.last_used), on a test clock here."""
 
 import datetime as dt
 from unittest import mock
@@ -9,7 +9,7 @@ from django.db import DatabaseError, connection
 from django.test import TestCase
 from django.test.utils import CaptureQueriesContext
 
-from authserver import last_used
+from authserver.core import last_used
 from authserver.models import ClientUse
 from tests.base import connect_application
 from tests.http_client import call_tool

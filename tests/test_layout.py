@@ -84,7 +84,7 @@ class ImportDirectionTest(SimpleTestCase):
         # The services and selectors go through notebook.store; the token check is authserver's.
         self.assertEqual(
             [path for path in module_importers("notebook.sql") if not path.startswith("notebook/sql/")],
-            ["authserver/token_check.py", "notebook/store.py"],
+            ["authserver/core/token_check.py", "notebook/store.py"],
         )
         self.assertEqual(
             [path for path in module_importers("notebook.sqlite") if not path.startswith("notebook/sqlite/")],
@@ -97,6 +97,71 @@ class ImportDirectionTest(SimpleTestCase):
         for path in (ROOT / "mcp_endpoint").rglob("*.py"):
             with self.subTest(path=str(path.relative_to(ROOT))):
                 self.assertEqual([name for name in imported_modules(path) if name.startswith(seam)], [])
+
+
+# The authorization server's rooms, from the top down (docs/architecture.md, "Where each rule
+# lives"): a room imports only the rooms below it. The app's Django faces (apps, models, admin,
+# signals, urls, management commands, migrations) stand at its top level and may import any room.
+AUTHSERVER_ROOMS = ("oauth", "enterprise", "people", "clients", "core")
+
+
+def room_of(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[0] != "authserver" or len(parts) < 2:
+        return None
+    return parts[1] if parts[1] in AUTHSERVER_ROOMS else None
+
+
+class AuthserverRoomsTest(SimpleTestCase):
+    def test_every_module_of_the_authorization_server_stands_in_a_room_or_is_a_django_face(self) -> None:
+        faces = {"__init__.py", "apps.py", "models.py", "admin.py", "signals.py", "urls.py"}
+        loose = [path.name for path in (ROOT / "authserver").glob("*.py") if path.name not in faces]
+        self.assertEqual(loose, [])
+
+    def test_each_room_imports_only_the_rooms_below_it(self) -> None:
+        for index, room in enumerate(AUTHSERVER_ROOMS):
+            below = set(AUTHSERVER_ROOMS[index + 1 :])
+            for path in (ROOT / "authserver" / room).rglob("*.py"):
+                if "migrations" in path.parts:
+                    continue
+                reached = {room_of(name) for name in imported_modules(path)} - {None, room}
+                with self.subTest(path=str(path.relative_to(ROOT))):
+                    self.assertLessEqual(reached, below)
+
+    def test_rate_limiting_lies_below_the_apps(self) -> None:
+        self.assertFalse((ROOT / "authserver" / "ratelimit.py").exists())
+        self.assertEqual(imported_packages(ROOT / "common" / "ratelimit.py") & set(APPS), set())
+
+
+class NoImportCycleTest(SimpleTestCase):
+    def test_no_two_modules_of_the_project_import_each_other_however_indirectly(self) -> None:
+        modules: dict[str, Path] = {}
+        for path in ROOT.rglob("*.py"):
+            relative = path.relative_to(ROOT)
+            if relative.parts[0] in {".venv", "tests", "var"} or "migrations" in relative.parts:
+                continue
+            name = ".".join(relative.with_suffix("").parts)
+            modules[name.removesuffix(".__init__")] = path
+        graph = {
+            name: {imported for imported in imported_modules(path) if imported in modules and imported != name}
+            for name, path in modules.items()
+        }
+        cycles = []
+        state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+        def visit(name: str, trail: list[str]) -> None:
+            state[name] = 1
+            for imported in sorted(graph[name]):
+                if state.get(imported) == 1:
+                    cycles.append(trail[trail.index(imported) :] + [imported])
+                elif imported not in state:
+                    visit(imported, [*trail, imported])
+            state[name] = 2
+
+        for name in sorted(graph):
+            if name not in state:
+                visit(name, [name])
+        self.assertEqual(cycles, [])
 
 
 class RequirementsTest(SimpleTestCase):

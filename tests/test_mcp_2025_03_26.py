@@ -6,7 +6,7 @@ import dataclasses
 import json
 from unittest import mock
 
-from authserver.tokens import revoke_tokens
+from authserver.core.tokens import revoke_tokens
 from mcp_endpoint.batches import MAX_BATCH_MESSAGES
 from mcp_endpoint.tools import TOOLS, TOOLS_BY_NAME
 from notebook.models import Entry

@@ -18,8 +18,8 @@ from django.test import SimpleTestCase, TransactionTestCase, override_settings
 from django.test.utils import CaptureQueriesContext
 from oauth2_provider.models import get_access_token_model
 
-from authserver import ratelimit
-from authserver.tokens import mint_access_token
+from authserver.core.tokens import mint_access_token
+from common import ratelimit
 from mcp_endpoint import auth
 from mcp_endpoint import server as mcp_server
 from mcp_endpoint.arguments import schema_violation

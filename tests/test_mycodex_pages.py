@@ -11,7 +11,7 @@ from django.template.loader import render_to_string
 from django.test import Client, SimpleTestCase, TransactionTestCase, override_settings
 from django.urls import reverse
 
-from authserver.tokens import mint_access_token
+from authserver.core.tokens import mint_access_token
 from mcp_endpoint.auth import check_bearer_token
 from mycodex import history
 from notebook import services, transfer

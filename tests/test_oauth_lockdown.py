@@ -8,7 +8,7 @@ import datetime as dt
 import httpx2
 from oauth2_provider.models import get_access_token_model, get_application_model
 
-from authserver.tokens import mint_access_token
+from authserver.core.tokens import mint_access_token
 from tests.oauth_helpers import REDIRECT_URI, authorization_url, pkce_pair, query_of, register_client
 from tests.test_oauth_server import OAuthServerTestCase
 

@@ -1,4 +1,4 @@
-"""The operator's policy (authserver.policy, issue 43 item 4): each rule refuses what it names,
+"""The operator's policy (authserver.core.policy, issue 43 item 4): each rule refuses what it names,
 through the real endpoints, with words a person can act on and one audit line; and what the
 policy permits still passes."""
 
@@ -16,7 +16,7 @@ from django.core.management.base import CommandError
 from django.test import Client, TestCase, override_settings
 from oauth2_provider.models import get_access_token_model
 
-from authserver import policy
+from authserver.core import policy
 from codex_site.checks import RefusedToStart, configuration_problem
 from codex_site.settings import oauth2_provider_settings
 from tests.live import LiveServerTestCase

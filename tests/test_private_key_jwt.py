@@ -17,7 +17,7 @@ ALL_SCOPES = "notes:read notes:write"
 
 
 def spent_jtis() -> int:
-    """Assertion ids kept as spent (authserver.replay)."""
+    """Assertion ids kept as spent (authserver.core.replay)."""
     return SpentJti.objects.count()
 
 

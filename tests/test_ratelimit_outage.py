@@ -8,7 +8,7 @@ from django.core.cache import cache
 from django.db import OperationalError, connection
 from django.test import override_settings
 
-from authserver import ratelimit
+from common import ratelimit
 from tests.base import GrantTestCase
 from tests.clocks import one_rate_window
 

@@ -18,7 +18,7 @@ from django.utils import timezone
 from oauth2_provider.models import get_access_token_model, get_application_model, get_grant_model
 
 import codex_site.settings as configured
-from authserver import registration
+from authserver.clients import registration
 from authserver.models import PendingRegistration
 from tests.clocks import one_rate_window
 from tests.live import LiveServerTestCase

@@ -1,4 +1,4 @@
-"""One-use JWTs (``authserver.replay``): the first use of (issuer, jti) is accepted, every later
+"""One-use JWTs (``authserver.core.replay``): the first use of (issuer, jti) is accepted, every later
 one refused while the JWT lives, even when two arrive at once; an expired one's row is swept and
 its jti may come again; a store that cannot be written refuses."""
 
@@ -9,7 +9,7 @@ from django.db import DatabaseError, close_old_connections, connection, transact
 from django.test import TestCase, TransactionTestCase
 from django.utils import timezone
 
-from authserver import replay
+from authserver.core import replay
 from authserver.models import SpentJti
 
 

@@ -17,7 +17,7 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 from django.test import TransactionTestCase, override_settings
 
-from authserver.tokens import mint_access_token
+from authserver.core.tokens import mint_access_token
 from mcp_endpoint import server
 from mcp_endpoint.auth import RequestToken, token_checksum
 from notebook import services

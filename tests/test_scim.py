@@ -1,4 +1,4 @@
-"""SCIM 2.0 provisioning at /scim/v2/ (authserver.scim): the organization's credential, what it
+"""SCIM 2.0 provisioning at /scim/v2/ (authserver.enterprise.scim): the organization's credential, what it
 reaches, the people it provisions, changes, deactivates and deletes, and hostile input."""
 
 import json
@@ -9,9 +9,9 @@ from django.contrib.sessions.models import Session
 from django.test import TestCase
 from oauth2_provider.models import get_access_token_model, get_refresh_token_model
 
-from authserver.scim import credentials
-from authserver.scim.models import Organization, ProvisionedPerson
-from authserver.scim.schema import MAX_FILTER_CHARACTERS
+from authserver.enterprise.scim import credentials
+from authserver.enterprise.scim.models import Organization, ProvisionedPerson
+from authserver.enterprise.scim.schema import MAX_FILTER_CHARACTERS
 from notebook import services
 from notebook.models import Codex
 from tests.base import connect_application
@@ -378,14 +378,14 @@ class HostileInputTest(ScimTestCase):
 
 
 class SingleSignOnLinkTest(ScimTestCase):
-    """The first single sign-on of a provisioned person finds their account (authserver.scim.links)."""
+    """The first single sign-on of a provisioned person finds their account (authserver.enterprise.scim.links)."""
 
     def setUp(self) -> None:
         super().setUp()
         Organization.objects.filter(pk=self.acme.pk).update(provider_id="acme-idp")
 
     def test_a_provisioned_person_is_found_by_a_verified_address_through_their_organizations_provider(self) -> None:
-        from authserver.scim.links import provisioned_account
+        from authserver.enterprise.scim.links import provisioned_account
 
         self.provision("bjensen", "BJensen@acme.example")
         found = provisioned_account(provider_id="acme-idp", emails=["bjensen@ACME.example"])
@@ -399,7 +399,7 @@ class SingleSignOnLinkTest(ScimTestCase):
     def test_no_other_provider_organization_account_or_operator_is_found(self) -> None:
         from allauth.socialaccount.models import SocialAccount
 
-        from authserver.scim.links import provisioned_account
+        from authserver.enterprise.scim.links import provisioned_account
 
         self.provision("bjensen", "bjensen@acme.example")
         self.assertIsNone(provisioned_account(provider_id="globex-idp", emails=["bjensen@acme.example"]))

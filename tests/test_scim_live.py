@@ -11,8 +11,8 @@ from django.contrib.auth import get_user_model
 from scim2_client.engines.httpx2 import SyncSCIMClient
 from scim2_tester import Status, check_server
 
-from authserver.scim import credentials
-from authserver.scim.models import Organization
+from authserver.enterprise.scim import credentials
+from authserver.enterprise.scim.models import Organization
 from tests.http_client import call_tool
 from tests.live import LiveServerTestCase
 

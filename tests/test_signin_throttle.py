@@ -13,7 +13,7 @@ import httpx2
 from django.contrib.auth import get_user_model
 from django.core.cache import cache
 
-from authserver.devices import COOKIE
+from authserver.people.devices import COOKIE
 from tests.clocks import SignInClock
 from tests.live import LiveServerTestCase
 from tests.oauth_helpers import forms_of

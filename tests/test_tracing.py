@@ -25,7 +25,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON, Sampler
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, TraceFlags
 
-from authserver.tokens import mint_access_token
+from authserver.core.tokens import mint_access_token
 from codex_site.settings import public_url_settings
 from common import tracing
 from notebook.sql import driver

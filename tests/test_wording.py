@@ -10,7 +10,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import TestCase
 from oauth2_provider.models import get_application_model
 
-from authserver.tokens import OPERATOR_APPLICATION_NAME, mint_access_token
+from authserver.core.tokens import OPERATOR_APPLICATION_NAME, mint_access_token
 from mcp_endpoint.auth import check_bearer_token, writer_of
 from notebook import services
 from notebook.validation import parse_entry_input

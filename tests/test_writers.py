@@ -10,7 +10,7 @@ from django.test import TransactionTestCase
 from django.test.utils import CaptureQueriesContext
 from oauth2_provider.models import get_application_model
 
-from authserver.tokens import OPERATOR_APPLICATION_NAME, mint_access_token
+from authserver.core.tokens import OPERATOR_APPLICATION_NAME, mint_access_token
 from mcp_endpoint.auth import check_bearer_token, check_token_checksum
 from mcp_endpoint.listing import TOOLS_JSON_PATH, live_listing
 from notebook import selectors, services

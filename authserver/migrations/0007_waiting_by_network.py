@@ -1,5 +1,5 @@
 """Waiting registrations are counted per client network (an IPv4 address, an IPv6 address's /64:
-``authserver.ratelimit.network_of``): the rows of those waiting now are keyed so too."""
+``common.ratelimit.network_of``): the rows of those waiting now are keyed so too."""
 
 import ipaddress
 
@@ -7,7 +7,7 @@ from django.db import migrations
 
 
 def network_of(address: str) -> str:
-    # authserver.ratelimit.network_of as it stood when this migration was written.
+    # common.ratelimit.network_of as it stood when this migration was written.
     try:
         ip = ipaddress.ip_address(address)
     except ValueError:

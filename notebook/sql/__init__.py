@@ -10,6 +10,6 @@ sent straight to the driver, giving exactly what the equivalent querysets give.
 - ``search``: the search's candidate statements, rendered once per filter shape.
 
 Only ``notebook.store`` (the services' and selectors' one door to the database) and
-``authserver.token_check`` use these; ``notebook.orm`` holds the plain ORM versions that
+``authserver.core.token_check`` use these; ``notebook.orm`` holds the plain ORM versions that
 ``CODEX_FAST_PATH=0`` selects instead (docs/architecture.md).
 """

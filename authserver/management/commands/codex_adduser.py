@@ -49,7 +49,7 @@ class Command(BaseCommand):
         user = User.objects.create_user(username, email=email, password=password)
         if email:
             # The operator vouches for it: single sign-on may match this account by it, where the
-            # provider allows that (authserver.sso); an unverified one would lose its password then.
+            # provider allows that (authserver.enterprise.sso); an unverified one would lose its password then.
             EmailAddress.objects.create(user=user, email=email, verified=True, primary=True)
         what = f"Added {username}, a person with their own codex (not staff: no admin)"
         if generated:

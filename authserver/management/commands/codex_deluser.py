@@ -3,7 +3,7 @@ import sys
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from authserver import leaving
+from authserver.people import leaving
 
 
 class Command(BaseCommand):

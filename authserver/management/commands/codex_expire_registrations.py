@@ -1,7 +1,7 @@
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from authserver.registration import expire_pending
+from authserver.clients.registration import expire_pending
 
 
 class Command(BaseCommand):

@@ -4,9 +4,9 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from authserver import policy
-from authserver.scopes import ALL_SCOPES
-from authserver.tokens import mint_access_token
+from authserver.core import policy
+from authserver.core.scopes import ALL_SCOPES
+from authserver.core.tokens import mint_access_token
 
 
 class Command(BaseCommand):

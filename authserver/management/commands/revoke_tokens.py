@@ -1,7 +1,7 @@
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from authserver.tokens import revoke_tokens
+from authserver.core.tokens import revoke_tokens
 
 
 class Command(BaseCommand):

@@ -1,0 +1,29 @@
+"""The token endpoint, serving only the grants the metadata advertises.
+
+The validator refuses other grants too (``CodexOAuth2Validator.validate_grant_type``, which
+also serves client_credentials to people's headless agents only);
+this view answers them before DOT's own dispatch, which special-cases the device
+grant and would fail with a 500 on a request without ``device_code``.
+"""
+
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from oauth2_provider.views import TokenView
+
+from authserver.oauth.validators import SERVED_GRANT_TYPES
+
+
+class CodexTokenView(TokenView):
+    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        grant_type = request.POST.get("grant_type")
+        if grant_type is not None and grant_type not in SERVED_GRANT_TYPES:
+            return JsonResponse(
+                {
+                    "error": "unsupported_grant_type",
+                    "error_description": "This server serves only " + ", ".join(sorted(SERVED_GRANT_TYPES)),
+                },
+                status=400,
+                headers={"Cache-Control": "no-store"},
+            )
+        return super().post(request, *args, **kwargs)

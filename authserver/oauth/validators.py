@@ -1,0 +1,287 @@
+"""django-oauth-toolkit's request validator, pinned to this server's one resource, with
+``private_key_jwt`` for clients whose metadata document declares it, and the client-credentials
+grant for people's headless agents only (``authserver.clients.agents``).
+
+RFC 8707 audience binding: every grant and token is bound to exactly
+``CODEX_RESOURCE_URL``. A request without ``resource`` is pinned to it; any other
+resource is refused with ``invalid_target``. PKCE must use S256: a ``plain`` or
+missing method is refused before the consent page is shown.
+"""
+
+import logging
+from urllib.parse import parse_qs, urlsplit
+
+from django.conf import settings
+from django.db import transaction
+from oauth2_provider.cimd import is_cimd_client_id
+from oauth2_provider.models import get_access_token_model, get_refresh_token_model
+from oauth2_provider.oauth2_validators import OAuth2Validator
+from oauthlib.oauth2.rfc6749 import errors
+
+from authserver.clients import agents, assertions, cimd, registration
+from authserver.core import policy
+from authserver.core.token_check import token_checksum
+from authserver.enterprise.id_jag import GRANT_TYPE as JWT_BEARER
+from authserver.models import HeadlessAgent
+from common.audit import audit
+from common.ratelimit import network_of
+
+logger = logging.getLogger(__name__)
+
+
+def _network_of(request) -> str | None:
+    """The client network of an oauthlib request (DOT hands the request's META as its headers)."""
+    address = (getattr(request, "headers", None) or {}).get("REMOTE_ADDR")
+    return network_of(address) if address else None
+
+
+def _foreign_target(resources: list[str], request) -> errors.CustomOAuth2Error | None:
+    foreign = [value for value in resources if value != settings.CODEX_RESOURCE_URL]
+    if not foreign:
+        return None
+    return errors.CustomOAuth2Error(
+        error="invalid_target",
+        description=f"This server issues tokens only for the resource {settings.CODEX_RESOURCE_URL}",
+        request=request,
+        status_code=400,
+    )
+
+
+def _as_list(value) -> list[str]:
+    if not value:
+        return []
+    if isinstance(value, str):
+        return value.split()
+    return [item for item in value if item]
+
+
+class RegistrationExpiredError(errors.FatalClientError):
+    """The person approved a client whose registration expired first: shown on the page (400),
+    never sent to the client's redirect URI."""
+
+    error = "invalid_client"
+    status_code = 400
+    description = (
+        "This application's registration expired before anyone approved it; start again from the "
+        "application, which registers anew"
+    )
+
+
+# The grants the metadata advertises. client_credentials is served to the applications of
+# people's live headless agents and to no other client (validate_grant_type); JWT_BEARER, an
+# ID-JAG (authserver.enterprise.id_jag), to any other client that authenticates as registered; an
+# operator's token is minted directly (authserver.core.tokens.mint_access_token), never through a grant.
+SERVED_GRANT_TYPES = frozenset({"authorization_code", "refresh_token", "client_credentials", JWT_BEARER})
+CLIENT_CREDENTIALS = "client_credentials"
+
+
+class AgentRevokedError(errors.InvalidClientError):
+    """The agent was revoked while its token was being issued: no token."""
+
+    description = "This headless agent was revoked by its owner"
+
+
+class CodexOAuth2Validator(OAuth2Validator):
+    # --- client authentication: private_key_jwt (authserver.clients.assertions) ---------------
+    # oauthlib asks client_authentication_required first, then authenticate_client (or, when
+    # not required, authenticate_client_id), on the token and the revocation endpoints.
+
+    def client_authentication_required(self, request, *args, **kwargs):
+        if assertions.presented(request) or self._client_keys(request.client_id) is not None:
+            return True
+        return super().client_authentication_required(request, *args, **kwargs)
+
+    def authenticate_client(self, request, *args, **kwargs):
+        client_id = request.client_id or assertions.claimed_client_id(getattr(request, "client_assertion", None))
+        keys = self._client_keys(client_id)
+        if keys is None and not assertions.presented(request):
+            return super().authenticate_client(request, *args, **kwargs)
+        try:
+            if keys is None:
+                raise assertions.AssertionRefused(
+                    "this client does not authenticate with private_key_jwt (its metadata document declares no keys, "
+                    "or it is a headless agent made with a secret, or revoked)"
+                )
+            # Loads the client, and fetches its document again when DOT's copy is stale: the
+            # keys are read after it, as that document declares them.
+            if not self.validate_client_id(client_id, request):
+                raise assertions.AssertionRefused("the client's metadata document could not be used")
+            keys = self._client_keys(client_id)
+            if keys is None:
+                raise assertions.AssertionRefused("the client's metadata document no longer declares keys")
+            assertions.authenticate(
+                client_id=client_id,
+                keys=keys,
+                assertion_type=getattr(request, "client_assertion_type", None),
+                assertion=getattr(request, "client_assertion", None),
+                endpoint=urlsplit(request.uri).path.removeprefix("/o/"),
+                now=assertions.now(),
+                network=_network_of(request),
+            )
+        except assertions.AssertionRefused as refused:
+            logger.warning("client assertion refused for %r: %s", (client_id or "")[:255], refused)
+            raise errors.InvalidClientError(description=str(refused), request=request) from None
+        request.client_id = client_id
+        return True
+
+    def _check_secret(self, provided_secret, stored_secret):
+        # A private DOT hook (registered in common.internals): a public client is saved with no
+        # secret (authserver.signals), and an empty stored secret matches nothing.
+        if not stored_secret:
+            return False
+        return super()._check_secret(provided_secret, stored_secret)
+
+    # --- loading clients: metadata documents are fetched only where a limit is counted ---------
+
+    def _load_application(self, client_id, request):
+        # A private DOT hook (registered in common.internals). DOT would fetch the document of any
+        # client id it does not know, at any endpoint, and make an application of it. Here an
+        # unknown document is answered as an unknown client (invalid_client) and fetches nothing:
+        # only the authorization endpoint fetches one, under its limit (authserver.oauth.views). A known
+        # client's copy past its lifetime is fetched again, under the fetch slots and deadline.
+        loaded = getattr(request, "client", None)
+        already = loaded is not None and getattr(loaded, "client_id", None) == client_id
+        if not already and isinstance(client_id, str) and is_cimd_client_id(client_id):
+            if not policy.cimd_host_allowed(client_id) and urlsplit(request.uri or "").path.endswith("/token/"):
+                # The operator's policy, at the token endpoint too: a client whose document's host
+                # is no longer allowed gets no new token (a refresh included). Revoking its
+                # tokens stays open to it; the authorization endpoint refuses it with its page.
+                words = policy.cimd_refusal_words(client_id)
+                policy.refused(policy.CIMD_HOSTS, client_id=client_id, reason=words)
+                raise errors.InvalidClientError(
+                    description=f"Refused by the operator's policy: {words}", request=request
+                )
+            application = cimd.known_application(client_id)
+            if application is None:
+                return None
+            cimd.refresh_if_stale(application, network=_network_of(request))
+        return super()._load_application(client_id, request)
+
+    @staticmethod
+    def _client_keys(client_id):
+        if not isinstance(client_id, str) or not client_id:
+            return None
+        return assertions.keys_of(client_id)
+
+    # --- scopes -------------------------------------------------------------------------------
+
+    def validate_scopes(self, client_id, scopes, client, request, *args, **kwargs):
+        # oauthlib splits "scope=" (sent by ChatGPT, among others) into [""], an unknown scope.
+        # An empty scope is an absent one (RFC 6749 §3.3 leaves the default to the server), and
+        # an empty token between two spaces is no scope: what is asked for is what remains.
+        asked = [scope for scope in scopes if scope]
+        if not asked:
+            asked = self.get_default_scopes(client_id, request, *args, **kwargs)
+        request.scopes = asked
+        agent = getattr(request, "headless_agent", None)
+        if agent is not None and not set(asked) <= set(agent.scope_list):
+            # oauthlib answers invalid_scope; the description says what the agent may ask for.
+            raise errors.InvalidScopeError(
+                description=f"This headless agent may ask only for {' '.join(agent.scope_list)}", request=request
+            )
+        return super().validate_scopes(client_id, asked, client, request, *args, **kwargs)
+
+    def get_default_scopes(self, client_id, request, *args, **kwargs):
+        # A headless agent that names no scope gets all of its own.
+        if (agent := getattr(request, "headless_agent", None)) is not None:
+            return agent.scope_list
+        return super().get_default_scopes(client_id, request, *args, **kwargs)
+
+    # --- grants -------------------------------------------------------------------------------
+
+    def validate_grant_type(self, client_id, grant_type, client, request, *args, **kwargs):
+        # Whatever grant a client was registered with (an old DCR client, an admin edit, the
+        # operator's mint_token application), the token endpoint serves only the advertised
+        # grants, and client_credentials only to a live headless agent, which gets nothing else
+        # (False: oauthlib answers unauthorized_client).
+        if grant_type not in SERVED_GRANT_TYPES:
+            return False
+        if grant_type == CLIENT_CREDENTIALS:
+            agent = agents.live_agent_of(request.client)
+            if agent is None:
+                return False
+            request.headless_agent = agent
+        elif agents.is_agent_application(request.client):
+            return False
+        elif grant_type == JWT_BEARER:
+            # DOT's Application has one grant type and no jwt-bearer among them: any client may
+            # present an ID-JAG, which its IdP issued to it by client_id (checked with it).
+            return True
+        return super().validate_grant_type(client_id, grant_type, client, request, *args, **kwargs)
+
+    def validate_response_type(self, client_id, response_type, client, request, *args, **kwargs):
+        # Called for authorization requests once the client and redirect URI are known
+        # good, so the errors below are redirected back to the client (with state and iss).
+        if request.code_challenge is not None and request.code_challenge_method != "S256":
+            raise errors.InvalidRequestError(description='PKCE code_challenge_method must be "S256"', request=request)
+        query_resources = parse_qs(urlsplit(request.uri).query).get("resource", [])
+        if error := _foreign_target(query_resources + _as_list(getattr(request, "resource", None)), request):
+            raise error
+        return super().validate_response_type(client_id, response_type, client, request, *args, **kwargs)
+
+    # --- revocation (RFC 7009) by the client: the audit line ------------------------------------
+
+    def revoke_token(self, token, token_type_hint, request, *args, **kwargs):
+        """DOT's revocation, and one ``token.revoked`` line (``by="client"``) when the token named
+        was one of this client's: found as DOT finds it, by its checksum among the client's own
+        tokens. An unknown token (answered 200 all the same, RFC 7009) writes none."""
+        application_pk = getattr(request.client, "pk", None)
+        found = []
+        if application_pk is not None and isinstance(token, str):
+            checksum = token_checksum(token)
+            for model in (get_access_token_model(), get_refresh_token_model()):
+                found += model.objects.filter(
+                    token_checksum=checksum, application_id=application_pk, user__isnull=False
+                )
+        super().revoke_token(token, token_type_hint, request, *args, **kwargs)
+        for user_id in sorted({row.user_id for row in found}):
+            audit(
+                "token.revoked",
+                user_id=user_id,
+                client_id=request.client.client_id,
+                by="client",
+                refresh_tokens=sum(isinstance(row, get_refresh_token_model()) for row in found),
+                access_tokens=sum(isinstance(row, get_access_token_model()) for row in found),
+            )
+
+    def save_authorization_code(self, client_id, code, request, *args, **kwargs):
+        resources = _as_list(getattr(request, "resource", None))
+        if error := _foreign_target(resources, request):
+            raise error
+        request.resource = [settings.CODEX_RESOURCE_URL]
+        # The person approved: a registration still waiting for that is now theirs, in the
+        # same transaction as the grant (authserver.clients.registration).
+        with transaction.atomic():
+            try:
+                registration.claim_on_approval(request.client)
+            except registration.RegistrationExpired:
+                raise RegistrationExpiredError(request=request) from None
+            return super().save_authorization_code(client_id, code, request, *args, **kwargs)
+
+    def _create_access_token(self, expires, request, token, source_refresh_token=None):
+        # A private DOT hook (registered in common.internals). DOT saves a client-credentials
+        # token with no user; a headless agent's acts for its owner's codex. Called inside
+        # save_bearer_token's transaction: the agent's row is read again under the lock that
+        # agent_revoke takes, so a token being issued as the agent is revoked is either refused
+        # here or deleted there, never left behind.
+        if request.grant_type == CLIENT_CREDENTIALS:
+            agent = getattr(request, "headless_agent", None)
+            live = agent is not None and (
+                HeadlessAgent.objects.select_for_update()
+                .filter(pk=agent.pk, revoked__isnull=True, application_id=request.client.pk)
+                .values_list("pk", flat=True)
+                .first()
+                is not None
+            )
+            if not live:
+                raise AgentRevokedError(request=request)
+            request.user = agent.owner
+        return super()._create_access_token(expires, request, token, source_refresh_token)
+
+    def _check_and_set_request_resource(self, request) -> None:
+        # A private DOT hook (pinned: django-oauth-toolkit==3.4.1; tests/test_cimd.py fails
+        # on another version): the token endpoint's resource handling for every grant type.
+        super()._check_and_set_request_resource(request)
+        if error := _foreign_target(request.resource, request):
+            raise error
+        request.resource = [settings.CODEX_RESOURCE_URL]

@@ -1,0 +1,315 @@
+"""This server's versions of DOT endpoints: authorization (DOT's view with this server's consent
+page, consent always asked, iss on every redirect, a client the operator's policy refuses
+turned away, and the one place a new client's metadata document is fetched, under a
+per-network limit), dynamic registration with a clear 429 (or 403 when the operator's policy
+turns it off), the server metadata, and introspection for the resource servers an operator
+provisions. The connected-applications pages are in ``authserver.people.connected``."""
+
+import base64
+import binascii
+import json
+import re
+from typing import Any
+from urllib.parse import parse_qsl, unquote_plus, urlencode, urlsplit, urlunsplit
+
+from csp.decorators import csp_replace
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+from oauth2_provider.cimd import is_cimd_client_id
+from oauth2_provider.exceptions import OAuthToolkitError
+from oauth2_provider.models import get_application_model
+from oauth2_provider.views import AuthorizationView, IntrospectTokenView, OAuthServerMetadataView
+from oauth2_provider.views.dynamic_client_registration import DynamicClientRegistrationView
+
+import codex_metrics
+from authserver.clients import assertions, cimd
+from authserver.clients.registration import (
+    NeverCachedMixin,
+    expire_pending,
+    pending_refusal,
+    record_pending,
+    refused_by_policy,
+    registration_body_problem,
+)
+from authserver.core import policy
+from authserver.enterprise import id_jag
+from authserver.oauth.refusals import explain, policy_refusal
+from common.ratelimit import allow, client_network
+
+# How a client's redirect URI's origin may be written into a CSP source: a scheme, and for
+# http(s) a host (a name, an IPv4 address or a bracketed IPv6 one) with an optional port.
+_SCHEME = re.compile(r"[a-z][a-z0-9+.-]*")
+_HOST = re.compile(r"[a-z0-9-]+(\.[a-z0-9-]+)*|[0-9a-f:.]+")
+
+
+def _too_many(message: str, retry_after: int) -> JsonResponse:
+    response = JsonResponse({"error": "too_many_requests", "error_description": message}, status=429)
+    response["Retry-After"] = str(retry_after)
+    return response
+
+
+def _with_iss(url: str) -> str:
+    """RFC 9207: every authorization response names its issuer, errors included."""
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    if parts.scheme in {"http", "https", ""} and not any(key == "iss" for key, _ in query):
+        query.append(("iss", settings.CODEX_ISSUER_URL))
+        return urlunsplit(parts._replace(query=urlencode(query)))
+    return url
+
+
+def redirect_source(redirect_uri: str) -> str | None:
+    """The CSP source naming ``redirect_uri``'s origin: ``https://host:port`` for http(s), the
+    scheme alone (``cursor:``) for an application's own scheme; None for anything that cannot be
+    written safely into a policy."""
+    try:
+        parts = urlsplit(redirect_uri)
+        port = parts.port
+    except ValueError:
+        return None
+    scheme = parts.scheme.lower()
+    if not _SCHEME.fullmatch(scheme):
+        return None
+    if scheme not in {"http", "https"}:
+        return scheme + ":"
+    host = parts.hostname or ""
+    if not _HOST.fullmatch(host):
+        return None
+    host = f"[{host}]" if ":" in host else host
+    return f"{scheme}://{host}" + (f":{port}" if port is not None else "")
+
+
+def _without(query: Any, names: tuple[str, ...]) -> Any:
+    kept = query.copy()
+    for name in names:
+        kept.pop(name, None)
+    return kept
+
+
+class CodexAuthorizationView(AuthorizationView):
+    """DOT's authorization endpoint with this server's consent page.
+
+    Consent is always asked (``REQUEST_APPROVAL_PROMPT`` is "force"): a request's
+    ``approval_prompt`` would let DOT skip the page for a client that holds a live token, so it
+    is dropped before DOT reads it, and no application may skip it (``skip_authorization`` is
+    never saved on, ``authserver.signals``). The consent page's Content-Security-Policy lets its
+    form lead to this server and the client's redirect URI's origin only: the form's answer is a
+    redirect there, and CSP's form-action covers a form's redirects too."""
+
+    template_name = "oauth2_provider/authorize.html"
+    # Parameters that would choose whether the person is asked; none may.
+    CONSENT_SKIPPING = ("approval_prompt",)
+    fetched = None  # what fetching a new client's document came to, in this request
+
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if any(name in request.GET for name in self.CONSENT_SKIPPING):
+            request.GET = _without(request.GET, self.CONSENT_SKIPPING)
+        client_id = request.GET.get("client_id", "")
+        if (refusal := policy_refusal(client_id)) is not None:
+            # Known or not, a client the operator's policy refuses connects no further, and its
+            # document is not fetched.
+            policy.refused(policy.CIMD_HOSTS, client_id=client_id, reason=policy.cimd_refusal_words(client_id))
+            error = {"error": "invalid_client", "description": "This application is refused by the operator's policy."}
+            return render(request, self.template_name, {"error": error, "refusal": refusal}, status=400)
+        unknown_document = is_cimd_client_id(client_id) and cimd.known_application(client_id) is None
+        if unknown_document and (refused := self._fetch_document(request, client_id)):
+            return refused
+        if request.method == "GET" and not request.user.is_authenticated:
+            # Check the request before asking anyone to sign in (contract 8): a bad client
+            # or redirect URI gets the error page (it must not redirect), a missing PKCE
+            # challenge or a foreign resource goes back to the client with the error and
+            # iss. A valid request continues to the sign-in page as before.
+            try:
+                self.validate_authorization_request(request)
+            except OAuthToolkitError as error:
+                return self.error_response(error, application=None)
+        return super().dispatch(request, *args, **kwargs)
+
+    def _fetch_document(self, request: HttpRequest, client_id: str) -> HttpResponse | None:
+        """Fetch the document of a client this server does not know: the one place any endpoint
+        does, counted per network (an IPv6 /64) and bounded by the network's waiting
+        registrations. A refusal page, or None to go on (the client is known now, or the error
+        page says why not)."""
+        network = client_network(request)
+        ok, retry_after = allow("cimd", network, limit=settings.CODEX_CIMD_RATE_LIMIT, window_seconds=600)
+        if not ok:
+            codex_metrics.limit_refused("metadata_documents")
+            return self._rate_limited(retry_after, "sign-ins with new applications")
+        expire_pending()
+        if waiting := pending_refusal(network):
+            codex_metrics.limit_refused("registrations_waiting")
+            return self._rate_limited(waiting[1], "new applications waiting for approval")
+        self.fetched = cimd.fetch_new(client_id, network=network)
+        return None
+
+    def _rate_limited(self, retry_after: int, what: str) -> HttpResponse:
+        response = render(
+            self.request, "authserver/rate_limited.html", {"retry_after": retry_after, "what": what}, status=429
+        )
+        response["Retry-After"] = str(retry_after)
+        return response
+
+    def form_invalid(self, form: Any) -> HttpResponse:
+        # A consent POST missing the hidden fields the consent page sends (DOT would render
+        # the consent page again, for an application it never looked up: a 500).
+        return self._refused("The approval form is incomplete; start again from the application.")
+
+    def form_valid(self, form: Any) -> HttpResponse:
+        # DOT looks the client up with .get(): an unknown client_id would be a 500.
+        if not get_application_model().objects.filter(client_id=form.cleaned_data["client_id"]).exists():
+            return self._refused("The approval form names an application this server does not know.")
+        return super().form_valid(form)
+
+    def _refused(self, description: str) -> HttpResponse:
+        """The consent page's error form, for a POST that no consent page could have sent."""
+        error = {"error": "invalid_request", "description": description}
+        return render(self.request, self.template_name, {"error": error}, status=400)
+
+    def redirect(self, redirect_to: str, application: Any) -> HttpResponse:
+        return super().redirect(_with_iss(redirect_to), application)
+
+    def error_response(self, error: Any, application: Any, **kwargs: Any) -> HttpResponse:
+        response = super().error_response(error, application, **kwargs)
+        if getattr(response, "context_data", None) is not None:  # the error page, not a redirect
+            params = self.request.GET if self.request.method == "GET" else self.request.POST
+            refusal = explain(params.get("client_id", ""), params.get("redirect_uri", ""), fetched=self.fetched)
+            # A TemplateResponse, rendered after this.
+            response.context_data["refusal"] = refusal
+            if refusal is not None and refusal.busy:
+                response.status_code = 503
+                response["Retry-After"] = "5"
+        return response
+
+    def render_to_response(self, context: dict[str, Any], **kwargs: Any) -> HttpResponse:
+        sources = ["'self'"]
+        if source := redirect_source(context.get("redirect_uri") or ""):
+            sources.append(source)
+        return csp_replace({"form-action": sources})(super().render_to_response)(context, **kwargs)
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        context = super().get_context_data(**kwargs)
+        redirect_uri = context.get("redirect_uri") or ""
+        host = urlsplit(redirect_uri).hostname or redirect_uri
+        context["redirect_host"] = host
+        context["redirect_is_local"] = host in {"localhost", "127.0.0.1", "::1"}
+        application = context.get("application")
+        client_id = getattr(application, "client_id", "")
+        context["client_home"] = urlsplit(client_id).hostname if is_cimd_client_id(client_id) else None
+        return context
+
+
+class RateLimitedRegistrationView(NeverCachedMixin, DynamicClientRegistrationView):
+    """RFC 7591 registration (never cached): at most CODEX_DCR_RATE_LIMIT per client address
+    per hour, and only while the address and the server have room for one more registration
+    waiting for a person's approval (``authserver.clients.registration``)."""
+
+    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not policy.dcr_enabled():
+            # Before the rate limit: a refusal by policy costs the address nothing. (The view's
+            # NeverCachedMixin marks it no-store, as every answer of this endpoint.)
+            return refused_by_policy("dynamic client registration is off")
+        network = client_network(request)
+        ok, retry_after = allow("dcr", network, limit=settings.CODEX_DCR_RATE_LIMIT, window_seconds=3600)
+        if not ok:
+            codex_metrics.limit_refused("registrations")
+            return _too_many(
+                "Too many client registrations from this address; retry after the Retry-After interval.",
+                retry_after,
+            )
+        if problem := registration_body_problem(request):
+            return problem
+        expire_pending()
+        if waiting := pending_refusal(network):
+            codex_metrics.limit_refused("registrations_waiting")
+            return _too_many(*waiting)
+        response = super().post(request, *args, **kwargs)
+        if response.status_code == 201:
+            client_id = json.loads(response.content)["client_id"]
+            record_pending(get_application_model().objects.get(client_id=client_id), network)
+        return response
+
+
+class CodexServerMetadataView(OAuthServerMetadataView):
+    """DOT's RFC 8414 metadata, with the algorithms a ``private_key_jwt`` assertion may use, and
+    introspection as ``ResourceServerIntrospectionView`` serves it (or not at all)."""
+
+    def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        response = super().get(request, *args, **kwargs)
+        data = json.loads(response.content)
+        if id_jag.trusted_providers():
+            # Enterprise-Managed Authorization: advertised only while an IdP is trusted for it.
+            data["grant_types_supported"] = [*data.get("grant_types_supported", []), id_jag.GRANT_TYPE]
+            data["authorization_grant_profiles_supported"] = [id_jag.PROFILE]
+        if assertions.PRIVATE_KEY_JWT in data.get("token_endpoint_auth_methods_supported", ()):
+            data["token_endpoint_auth_signing_alg_values_supported"] = list(assertions.SIGNING_ALGORITHMS)
+        if not policy.dcr_enabled():  # the operator's policy: nobody may register
+            data.pop("registration_endpoint", None)
+        if settings.CODEX_INTROSPECTION_CLIENTS:
+            data["introspection_endpoint_auth_methods_supported"] = list(INTROSPECTION_AUTH_METHODS)
+        else:  # nobody may introspect: nothing to advertise
+            data.pop("introspection_endpoint", None)
+            data.pop("introspection_endpoint_auth_methods_supported", None)
+        answer = JsonResponse(data)
+        answer["Access-Control-Allow-Origin"] = response["Access-Control-Allow-Origin"]
+        return answer
+
+
+# How a resource server authenticates at introspection: its client secret, and nothing else.
+INTROSPECTION_AUTH_METHODS = ("client_secret_basic", "client_secret_post")
+
+
+def _introspecting_client_id(request: HttpRequest) -> str | None:
+    """The client id a request to introspection authenticates as, by Basic or by its body; None
+    for anything else (a client assertion, a bearer token, no credentials)."""
+    if request.POST.get("client_assertion") or request.POST.get("client_assertion_type"):
+        return None
+    scheme, _, credentials = request.META.get("HTTP_AUTHORIZATION", "").partition(" ")
+    if scheme.lower() == "basic":
+        try:
+            decoded = base64.b64decode(credentials, validate=True).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError):
+            return None
+        client_id, separator, _ = decoded.partition(":")
+        return unquote_plus(client_id) if separator else None
+    if scheme:
+        return None
+    return request.POST.get("client_id") or None
+
+
+class ResourceServerIntrospectionView(IntrospectTokenView):
+    """RFC 7662 introspection, for the resource servers an operator provisions only: a
+    confidential client whose id is in ``CODEX_INTROSPECTION_CLIENTS``, with its secret (Basic or
+    the body, as the metadata says). Anyone else gets 401 before any token is looked at: a client
+    registered a moment ago learns nothing of other people's tokens. POST only (a token in a URL
+    ends up in logs)."""
+
+    http_method_names = ["post", "options"]
+
+    def authenticate_client(self, request: HttpRequest) -> bool:
+        client_id = _introspecting_client_id(request)
+        if client_id is None or client_id not in settings.CODEX_INTROSPECTION_CLIENTS:
+            return False
+        Application = get_application_model()
+        if not Application.objects.filter(client_id=client_id, client_type=Application.CLIENT_CONFIDENTIAL).exists():
+            return False
+        return super().authenticate_client(request)
+
+    def verify_request(self, request: HttpRequest) -> tuple[bool, Any]:
+        # DOT also lets a bearer token with an "introspection" scope in; no token of this server
+        # has one, and only provisioned clients may introspect.
+        return False, None
+
+    def unauthenticated_response(self, request: HttpRequest, oauthlib_request: Any = None) -> HttpResponse:
+        response = JsonResponse(
+            {
+                "error": "invalid_client",
+                "error_description": (
+                    "Only the resource servers this server's operator provisions may introspect tokens"
+                ),
+            },
+            status=401,
+        )
+        response["WWW-Authenticate"] = 'Basic realm="introspection"'
+        response["Cache-Control"] = "no-store"
+        return response
