@@ -217,8 +217,9 @@ class _RequestHeaders:
 
 
 class ServedToolResults:
-    """A server middleware (``Server.middleware``) for ``tools/call``: the request validated as
-    the SDK's kernel validates it, the handler called, and its result handed on as served,
+    """A server middleware (``Server.middleware``, which sees notifications too) for a
+    ``tools/call`` request: the request validated as the SDK's kernel validates it, the handler
+    called, and its result handed on as served,
     ``mcp_endpoint.results`` having built it in the version's wire form; 2026-07-28 results get
     the kernel's ``serverInfo`` stamp. Every other method, and every call with the fast path
     off, goes through the kernel as ever."""
@@ -229,7 +230,8 @@ class ServedToolResults:
         assert server.cache_hints.get("tools/call") is None, "the kernel would add a cache hint to each result"
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        if ctx.method != "tools/call" or not on():
+        if ctx.method != "tools/call" or ctx.request_id is None or not on():
+            # (A tools/call sent as a notification asks for nothing: the kernel drops it.)
             return await call_next(ctx)
         version, params = ctx.protocol_version, ctx.params
         try:

@@ -5,13 +5,17 @@ the same status, content type and body, in every protocol version, for every too
 error form: notebook errors, schema violations, protocol errors (-32602), an unknown tool, an
 unknown method, a handshake, a notification and the answers of a batch."""
 
+import asyncio
 import json
+from types import SimpleNamespace
 from typing import Any
 from unittest import mock
 
-from django.test import override_settings
+from django.test import SimpleTestCase, override_settings
 from mcp.server import runner
 
+from mcp_endpoint.exchange import ServedToolResults
+from mcp_endpoint.server import create_server
 from notebook.limits import MAX_ARGUMENT_MEMBERS
 from tests.http_client import MODERN, OLDEST, post, rpc_body
 from tests.live import LiveServerTestCase
@@ -130,3 +134,35 @@ class SameBytesEitherWayTest(LiveServerTestCase):
                 self.assertEqual(seam, plain)
                 statuses.add(seam[0])
         self.assertTrue({200, 202, 400, 403, 404} <= statuses, statuses)
+
+
+class ServedToolResultsTest(SimpleTestCase):
+    """The middleware answers tools/call requests only: the kernel's middleware sees
+    notifications too, and a tools/call sent as a notification asks for nothing."""
+
+    def run_middleware(self, request_id) -> tuple[list[str], Any]:
+        called: list[str] = []
+
+        async def handler(ctx, params):
+            called.append("handler")
+            return {"content": [], "isError": False}
+
+        async def call_next(ctx):
+            called.append("kernel")
+
+        middleware = ServedToolResults(create_server(), handler)
+        ctx = SimpleNamespace(
+            method="tools/call",
+            request_id=request_id,
+            protocol_version=OLDEST,
+            params={"name": GET, "arguments": {}},
+        )
+        return called, asyncio.run(middleware(ctx, call_next))
+
+    def test_a_notification_goes_to_the_kernel_and_never_to_the_handler(self) -> None:
+        called, _result = self.run_middleware(None)
+        self.assertEqual(called, ["kernel"])
+
+    def test_a_request_goes_to_the_handler(self) -> None:
+        called, result = self.run_middleware(7)
+        self.assertEqual((called, result), (["handler"], {"content": [], "isError": False}))
