@@ -135,7 +135,7 @@ def worker_pid(server: "bench_mcp.Uvicorn") -> int:
 def profile(server, wrk: str, py_spy: str, scenario: str, *, options: dict, seconds: int, rate: int, out: Path) -> dict:
     """wrk on ``scenario`` for ``seconds`` while py-spy samples the server: the figures and the layers."""
     bench_mcp.measure(server, wrk, scenario, duration=2, **options)  # warm: imports, caches, statements
-    record = [py_spy, "record", "--pid", str(worker_pid(server)), "--gil", "--nonblocking", "--format", "raw"]
+    record = [py_spy, "record", "--pid", str(worker_pid(server)), "--gil", "--format", "raw"]
     record += ["--rate", str(rate), "--duration", str(seconds), "--output", str(out)]
     sampler = subprocess.Popen(record, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     time.sleep(0.5)  # py-spy attaches
