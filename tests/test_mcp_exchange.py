@@ -136,6 +136,7 @@ class SameBytesEitherWayTest(LiveServerTestCase):
         self.assertTrue({200, 202, 400, 403, 404} <= statuses, statuses)
 
 
+@override_settings(CODEX_FAST_PATH=True)  # the seam serves only then
 class ServedToolResultsTest(SimpleTestCase):
     """The middleware answers tools/call requests only: the kernel's middleware sees
     notifications too, and a tools/call sent as a notification asks for nothing."""
