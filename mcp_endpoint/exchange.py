@@ -41,6 +41,7 @@ from django.conf import settings
 from mcp.server.connection import Connection
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel import Server
+from mcp.server.lowlevel.server import lifespan as default_lifespan
 from mcp.server.runner import modern_error_data, serve_one
 from mcp.server.streamable_http import check_accept_headers
 from mcp.shared.exceptions import MCPError, NoBackChannelError
@@ -80,7 +81,7 @@ class Answer:
 
     status: int
     body: bytes
-    error: bool  # a JSON-RPC error (nothing of the handler's tool call ran to completion)
+    error: bool  # a JSON-RPC error: a tool call's own token check may not have been reached
     media_type: str | None = JSON  # None: the handshake transport's explicit Content-Type header
 
     def response_headers(self) -> dict[str, str] | None:
@@ -117,6 +118,7 @@ class Exchange:
         self.server = server
         # The state the session manager's run() enters the server's lifespan for: the SDK's
         # default lifespan (create_server passes none), which yields an empty dict.
+        assert server.lifespan is default_lifespan, "the kernel would need the lifespan's own state"
         self.lifespan_state: dict[str, Any] = {}
 
     def route(self, scope: Scope, headers: Mapping[str, str], message: Any) -> "Route | None":
