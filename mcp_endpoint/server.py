@@ -23,7 +23,7 @@ from mcp.shared.inbound import x_mcp_header_map
 
 import codex_metrics
 from common import access_log, tracing
-from mcp_endpoint import auth, versions
+from mcp_endpoint import auth, identity, versions
 from mcp_endpoint.arguments import check_call, schema_violation
 from mcp_endpoint.calls import ToolCall
 from mcp_endpoint.results import OUTCOMES, run_tool
@@ -33,10 +33,6 @@ from notebook.exceptions import InvalidArgument, ResourceExhausted, Unauthentica
 from notebook.limits import CANDIDATES_PER_PAGE, thousands
 
 logger = logging.getLogger(__name__)
-
-SERVER_NAME = "agent-codex"
-SERVER_TITLE = "Agent Codex"
-SERVER_VERSION = "0.1.0"
 
 codex_metrics.define_tool_calls(TOOLS_BY_NAME, OUTCOMES)
 
@@ -136,11 +132,10 @@ def tool_input_schema(name: str) -> dict[str, Any] | None:
     return _HEADER_ANNOTATED.get(name)
 
 
-def create_server() -> Server[Any]:
+def create_server(instance: identity.Instance | None = None) -> Server[Any]:
+    """The server for ``instance`` (by default, the configured one: its URLs are in serverInfo)."""
     server = Server(
-        SERVER_NAME,
-        title=SERVER_TITLE,
-        version=SERVER_VERSION,
+        **identity.server_info(instance or identity.Instance.configured()),
         instructions=(
             "Agent Codex keeps field notes in the signed-in person's private notebook. "
             "Save with a requestId you can retry; search pages scan at most "
