@@ -7,20 +7,35 @@ import asyncio
 import itertools
 import json
 import struct
+import subprocess
+import sys
+from io import StringIO
 from typing import Any
 
 import httpx2
+from django.conf import settings
+from django.core.management import call_command
+from django.test import SimpleTestCase, override_settings
+from hypothesis import given
+from hypothesis import strategies as st
+from jsonschema import Draft7Validator
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from codex_site.asgi import build_application
-from mcp_endpoint import identity
+from codex_site.checks import configuration_problem
+from codex_site.settings import public_url_settings
+from mcp_endpoint import discovery, identity
+from mcp_endpoint.listing import SERVER_JSON_PATH, render
 from mcp_endpoint.tools import TOOLS
+from mcp_endpoint.versions import SUPPORTED_VERSIONS
+from tests.discovery_rules import AI_CATALOG, SERVER_CARD, SERVER_JSON
 from tests.http_client import MODERN, OLDEST, call_tool, post, rpc_body
 from tests.live import LiveServer, LiveServerTestCase, ThreadedServer
 
 AN_HOUR_MS = 3_600_000
 STAMP = "io.modelcontextprotocol/serverInfo"
+EVIL = "https://evil.example"
 
 
 class CountingLiveServer(LiveServer):
@@ -195,3 +210,235 @@ class ServerInfoTest(LiveServerTestCase):
         self.assertEqual(server_info.description, identity.DESCRIPTION)
         self.assertEqual(server_info.website_url, self.live.base_url + "/")
         self.assertEqual([icon.mime_type for icon in server_info.icons], ["image/svg+xml", "image/png"])
+
+
+class ServerCardTest(LiveServerTestCase):
+    def setUp(self) -> None:
+        self.card_url = self.mcp_url + "/server-card"
+        self.catalog_url = self.live.base_url + "/.well-known/ai-catalog.json"
+
+    def get(self, url: str, **headers: str) -> httpx2.Response:
+        return httpx2.get(url, headers={"Accept": "application/mcp-server-card+json", **headers}, timeout=30)
+
+    def test_the_card_is_public_cacheable_and_open_to_every_origin(self) -> None:
+        answer = self.get(self.card_url, Origin=EVIL)
+        self.assertEqual(answer.status_code, 200, answer.text)
+        self.assertEqual(answer.headers["content-type"], "application/mcp-server-card+json")
+        self.assertEqual(answer.headers["access-control-allow-origin"], "*")
+        self.assertEqual(answer.headers["access-control-expose-headers"], "ETag")
+        self.assertEqual(answer.headers["cache-control"], "public, max-age=3600")
+        self.assertRegex(answer.headers["etag"], r'^"[0-9a-f]{32}"$')
+        Draft7Validator(SERVER_CARD).validate(answer.json())
+
+    def test_the_card_says_what_the_live_server_says(self) -> None:
+        card = self.get(self.card_url).json()
+        token = self.token_for(self.make_user("alice"))
+        info = post(self.mcp_url, initialize_body("2025-11-25"), token=token).json()["result"]["serverInfo"]
+        discover = post(self.mcp_url, rpc_body("server/discover", version=MODERN), token=token, version=MODERN)
+        for member in ["title", "description", "version", "websiteUrl", "icons"]:
+            self.assertEqual(card[member], info[member], member)
+        self.assertEqual(card["name"], identity.Instance.configured().registry_name)
+        self.assertEqual(
+            card["remotes"],
+            [
+                {
+                    "type": "streamable-http",
+                    "url": self.mcp_url,
+                    "supportedProtocolVersions": discover.json()["result"]["supportedVersions"],
+                }
+            ],
+        )
+        self.assertEqual(card["remotes"][0]["supportedProtocolVersions"], list(SUPPORTED_VERSIONS))
+        self.assertNotIn("tools", card)  # the card describes how to connect; the tools are listed once connected
+
+    def test_a_known_tag_is_answered_304_and_any_other_in_full(self) -> None:
+        etag = self.get(self.card_url).headers["etag"]
+        for sent, status in [
+            (etag, 304),
+            ("W/" + etag, 304),
+            (f'"other", {etag}', 304),
+            ("*", 304),
+            ('"other"', 200),
+            ("garbage", 200),
+            ("", 200),
+        ]:
+            with self.subTest(sent=sent):
+                answer = self.get(self.card_url, **{"If-None-Match": sent})
+                self.assertEqual(answer.status_code, status)
+                self.assertEqual(answer.headers["etag"], etag)
+                self.assertEqual(answer.headers["cache-control"], "public, max-age=3600")
+                self.assertEqual(answer.content == b"", status == 304)
+
+    def test_a_preflight_from_any_origin_is_answered_as_the_extension_asks(self) -> None:
+        for path in [self.card_url, self.catalog_url]:
+            with self.subTest(path=path):
+                answer = httpx2.options(
+                    path,
+                    headers={
+                        "Origin": EVIL,
+                        "Access-Control-Request-Method": "GET",
+                        "Access-Control-Request-Headers": "if-none-match",
+                    },
+                    timeout=30,
+                )
+                self.assertEqual(answer.status_code, 204)
+                self.assertEqual(answer.headers["access-control-allow-origin"], "*")
+                self.assertEqual(answer.headers["access-control-allow-methods"], "GET")
+                self.assertEqual(answer.headers["access-control-allow-headers"], "Content-Type, If-None-Match")
+
+    def test_head_answers_the_headers_alone(self) -> None:
+        answer = httpx2.head(self.card_url, timeout=30)
+        self.assertEqual(answer.status_code, 200)
+        self.assertEqual(answer.content, b"")
+        self.assertEqual(answer.headers["etag"], self.get(self.card_url).headers["etag"])
+
+    def test_a_host_not_allowed_is_refused_as_on_mcp(self) -> None:
+        for url in [self.card_url, self.catalog_url]:
+            with self.subTest(url=url):
+                self.assertEqual(httpx2.get(url, headers={"Host": "evil.example"}, timeout=30).status_code, 421)
+
+    def test_no_method_but_get_reaches_anything_and_none_reaches_the_sdk(self) -> None:
+        # The card is a route of its own: a JSON-RPC message posted to it, with or without a
+        # token, is never handed to the SDK (nor answered before a token check by anything).
+        token = self.token_for(self.make_user("alice"))
+        for url in [self.card_url, self.catalog_url]:
+            for sent_token in [None, token]:
+                for method in ["POST", "PUT", "DELETE", "PATCH"]:
+                    with self.subTest(url=url, method=method, token=bool(sent_token)):
+                        headers = {"Content-Type": "application/json", "MCP-Protocol-Version": "2025-06-18"}
+                        if sent_token:
+                            headers["Authorization"] = f"Bearer {sent_token}"
+                        body = json.dumps(rpc_body("tools/list")).encode()
+                        answer = httpx2.request(method, url, content=body, headers=headers, timeout=30)
+                        self.assertEqual(answer.status_code, 405)
+                        self.assertEqual(set(answer.headers["allow"].split(", ")), {"GET", "HEAD", "OPTIONS"})
+                        self.assertNotIn(b"field_notes", answer.content)
+                        self.assertNotIn(b"jsonrpc", answer.content)
+
+    def test_a_token_is_neither_needed_nor_looked_at(self) -> None:
+        plain = self.get(self.card_url)
+        with_token = self.get(self.card_url, Authorization="Bearer not-a-token")
+        self.assertEqual((with_token.status_code, with_token.content), (plain.status_code, plain.content))
+
+    def test_the_catalog_lists_the_card(self) -> None:
+        answer = httpx2.get(self.catalog_url, timeout=30)
+        self.assertEqual(answer.status_code, 200)
+        self.assertEqual(answer.headers["content-type"], "application/ai-catalog+json")
+        self.assertEqual(answer.headers["access-control-allow-origin"], "*")
+        catalog = answer.json()
+        Draft7Validator(AI_CATALOG).validate(catalog)
+        [entry] = catalog["entries"]
+        self.assertEqual(entry["url"], self.card_url)
+        self.assertEqual(entry["identifier"], "urn:air:local:mcp:agent-codex")  # the live server is on 127.0.0.1
+        self.assertEqual(self.get(entry["url"]).json()["name"], "local/agent-codex")
+        etag = answer.headers["etag"]
+        self.assertEqual(httpx2.get(self.catalog_url, headers={"If-None-Match": etag}, timeout=30).status_code, 304)
+
+
+ACME = identity.Instance("https://codex.acme.org", "https://codex.acme.org/mcp")
+
+
+class RegistryDocumentsTest(SimpleTestCase):
+    def test_docs_server_json_is_generated_from_the_servers_identity(self) -> None:
+        self.assertEqual(
+            SERVER_JSON_PATH.read_text(),
+            render(identity.server_json(identity.DOCUMENTED)),
+            "docs/server.json is stale: run `python manage.py export_server_json --docs`",
+        )
+
+    def test_the_documented_instance_is_what_settings_make_of_its_public_url(self) -> None:
+        example = public_url_settings(identity.DOCUMENTED.public_url)
+        self.assertEqual(identity.DOCUMENTED.resource_url, example["CODEX_RESOURCE_URL"])
+
+    def test_server_json_and_the_card_follow_their_published_rules(self) -> None:
+        instances = [
+            identity.DOCUMENTED,
+            ACME,
+            identity.Instance(
+                "https://acme.org", "https://acme.org/mcp", "https://www.acme.org/codex", "org.acme/notes"
+            ),
+        ]
+        for instance in instances:
+            with self.subTest(instance=instance):
+                Draft7Validator(SERVER_JSON).validate(identity.server_json(instance))
+                Draft7Validator(SERVER_CARD).validate(identity.server_card(instance))
+                Draft7Validator(AI_CATALOG).validate(identity.ai_catalog(instance))
+
+    def test_every_face_shows_the_one_record(self) -> None:
+        registry, card = identity.server_json(ACME), identity.server_card(ACME)
+        for face in [registry, card]:
+            self.assertEqual(
+                {member: face[member] for member in ["title", "description", "version", "websiteUrl", "icons"]},
+                {
+                    "title": identity.TITLE,
+                    "description": identity.DESCRIPTION,
+                    "version": identity.VERSION,
+                    "websiteUrl": "https://codex.acme.org/",
+                    "icons": ACME.icons(),
+                },
+            )
+            self.assertEqual(face["name"], "org.acme.codex/agent-codex")
+        self.assertEqual(registry["remotes"], [{"type": "streamable-http", "url": "https://codex.acme.org/mcp"}])
+        self.assertEqual(card["remotes"][0]["url"], "https://codex.acme.org/mcp")
+        self.assertLessEqual(len(identity.DESCRIPTION), identity.DESCRIPTION_MAX_CHARS)
+        self.assertNotIn("\n", identity.DESCRIPTION)
+
+    def test_the_registry_name_comes_from_the_setting_or_the_public_host(self) -> None:
+        for public_url, setting, name in [
+            ("https://codex.acme.org", "", "org.acme.codex/agent-codex"),
+            ("https://acme.org:8443", "", "org.acme/agent-codex"),
+            ("https://codex.acme.org", "io.github.alice/agent-codex", "io.github.alice/agent-codex"),
+            ("http://127.0.0.1:8000", "", "local/agent-codex"),
+            ("http://[::1]:8000", "", "local/agent-codex"),
+            ("http://localhost:8000", "", "local/agent-codex"),
+        ]:
+            with self.subTest(public_url=public_url, setting=setting):
+                instance = identity.Instance(public_url, public_url + "/mcp", registry_name_setting=setting)
+                self.assertEqual(instance.registry_name, name)
+
+    @given(st.text(max_size=80))
+    def test_a_derived_registry_name_is_always_a_valid_one(self, host: str) -> None:
+        public_url = "https://" + host
+        try:
+            instance = identity.Instance(public_url, public_url + "/mcp")
+            name = instance.registry_name
+        except ValueError:
+            return  # urlsplit refuses it (a bracket or a port that is no number): start-up refuses it too
+        self.assertIsNone(identity.registry_name_problem(name), name)
+
+    @given(st.text(max_size=200))
+    def test_any_if_none_match_is_answered_without_fault(self, header: str) -> None:
+        etag = '"0123456789abcdef0123456789abcdef"'
+        self.assertIsInstance(discovery.not_modified(header, etag), bool)
+        self.assertTrue(discovery.not_modified(f"{header}, {etag}", etag))
+
+    def test_a_bad_registry_name_or_website_refuses_to_start(self) -> None:
+        for overrides, words in [
+            ({"CODEX_REGISTRY_NAME": "agent-codex"}, "CODEX_REGISTRY_NAME"),
+            ({"CODEX_REGISTRY_NAME": "io.github.alice/agent codex"}, "CODEX_REGISTRY_NAME"),
+            ({"CODEX_WEBSITE_URL": "javascript:alert(1)"}, "CODEX_WEBSITE_URL"),
+            ({"CODEX_WEBSITE_URL": "/relative"}, "CODEX_WEBSITE_URL"),
+        ]:
+            with self.subTest(overrides=overrides), override_settings(**overrides):
+                self.assertIn(words, configuration_problem() or "")
+        with override_settings(CODEX_REGISTRY_NAME="io.github.alice/agent-codex", CODEX_WEBSITE_URL="https://a.org/"):
+            self.assertIsNone(configuration_problem())
+
+    def test_export_server_json_prints_this_instances_document(self) -> None:
+        with override_settings(**public_url_settings("https://codex.acme.org"), CODEX_REGISTRY_NAME="org.acme/codex"):
+            out = StringIO()
+            call_command("export_server_json", stdout=out)
+        document = json.loads(out.getvalue())
+        self.assertEqual(document["name"], "org.acme/codex")
+        self.assertEqual(document["remotes"], [{"type": "streamable-http", "url": "https://codex.acme.org/mcp"}])
+        self.assertEqual(document["icons"][0]["src"], "https://codex.acme.org/static/codex/icon.svg")
+
+    def test_export_server_json_checks_the_docs_copy(self) -> None:
+        checked = subprocess.run(
+            [sys.executable, "manage.py", "export_server_json", "--docs", "--check"],
+            cwd=settings.BASE_DIR,
+            env={"PATH": "/usr/bin:/bin", "DJANGO_DEBUG": "1", "SECRET_KEY": "x" * 50},
+            capture_output=True,
+            text=True,
+        )
+        self.assertEqual(checked.returncode, 0, checked.stderr)
