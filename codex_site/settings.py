@@ -68,6 +68,13 @@ if not SECRET_KEY and DEBUG and DEV_SECRET_KEY_FILE.is_file():
 CODEX_PUBLIC_URL = os.environ.get("CODEX_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
 _public = urlsplit(CODEX_PUBLIC_URL)
 
+# How the server shows itself before anyone connects (mcp_endpoint.identity): the website its
+# serverInfo, server card and server.json link ("" = the public URL's home page), and its name
+# in the MCP Registry ("" = <the public host in reverse-DNS form>/agent-codex), a namespace its
+# operator proves to the registry.
+CODEX_WEBSITE_URL = os.environ.get("CODEX_WEBSITE_URL", "").strip()
+CODEX_REGISTRY_NAME = os.environ.get("CODEX_REGISTRY_NAME", "").strip()
+
 ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", [_public.hostname or "127.0.0.1", "127.0.0.1", "localhost", "[::1]"])
 
 # CORS (django-cors-headers) for the OAuth endpoints a browser-based MCP client calls:

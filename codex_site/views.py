@@ -25,7 +25,7 @@ def home(request: HttpRequest) -> HttpResponse:
 def favicon(request: HttpRequest) -> HttpResponseRedirect:
     """``/favicon.ico``, which browsers and tools ask for whatever a page links: the site's
     icon (temporarily: its collected name changes with each release)."""
-    response = HttpResponseRedirect(static("codex/favicon.svg"))
+    response = HttpResponseRedirect(static("codex/icon.svg"))
     response["Cache-Control"] = "max-age=86400"
     return response
 

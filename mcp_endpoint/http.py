@@ -33,7 +33,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 import codex_metrics
 from common import tracing
 from common.origins import origin_allowed
-from mcp_endpoint import auth, versions
+from mcp_endpoint import auth, discovery, versions
 from mcp_endpoint.auth import ALL_SCOPES
 from mcp_endpoint.batches import batch_answer, batch_refusal
 from mcp_endpoint.boundary import run_sync
@@ -332,6 +332,8 @@ def build_mcp_http_app() -> Starlette:
             *(Route(path, endpoint=guarded) for path in sorted(ENDPOINT_PATHS)),
             Route(PRM_PATH, endpoint=protected_resource_metadata_view, methods=["GET"]),
             Route(PRM_ROOT_PATH, endpoint=protected_resource_metadata_view, methods=["GET"]),
+            # The server card and the AI Catalog: public, never through the guard, never the SDK.
+            *discovery.routes(_host_allowed),
         ],
         # CORS for browser-based clients on CODEX_ALLOWED_ORIGINS; preflights need no token.
         middleware=[Middleware(OriginGuardingCORSMiddleware)],
@@ -339,5 +341,5 @@ def build_mcp_http_app() -> Starlette:
     )
 
 
-# Everything the MCP side serves: the endpoint and its resource metadata.
-MCP_PATHS = ENDPOINT_PATHS | {PRM_PATH, PRM_ROOT_PATH}
+# Everything the MCP side serves: the endpoint, its resource metadata, its card and the catalog.
+MCP_PATHS = ENDPOINT_PATHS | {PRM_PATH, PRM_ROOT_PATH} | discovery.PATHS
