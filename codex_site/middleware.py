@@ -86,7 +86,7 @@ class NulCharacterMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         if where := _nul_in(request):
-            logger.info("refused a request with U+0000 in its %s on %s", where, request.path[:200].replace("\x00", "?"))
+            logger.info("refused a request with U+0000 in its %s on %s", where, request.path[:200])
             return errors.bad_request(request)  # the site's 400 page, or JSON on the API paths
         return self.get_response(request)
 
