@@ -321,6 +321,9 @@ CODEX_SSO_PROVIDERS = parse_providers(CODEX_OIDC_PROVIDERS)
 # is listed here must use single sign-on; their password sign-in is refused, after the password
 # is checked (comma-separated domains; empty: nobody).
 CODEX_SSO_ONLY_DOMAINS = [domain.lower() for domain in envlist("CODEX_SSO_ONLY_DOMAINS", [])]
+# ID-JAGs (authserver.enterprise.id_jag) from public clients, which authenticate with their id
+# alone: off, as the draft advises (whoever holds such an ID-JAG can redeem it). Shown at /admin/policy/.
+CODEX_ID_JAG_PUBLIC_CLIENTS = envbool("CODEX_ID_JAG_PUBLIC_CLIENTS", False)
 SOCIALACCOUNT_PROVIDERS: dict[str, Any] = allauth_providers(CODEX_SSO_PROVIDERS)
 SOCIALACCOUNT_AUTO_SIGNUP = True
 SOCIALACCOUNT_EMAIL_AUTHENTICATION = False  # per provider: authserver.enterprise.sso
