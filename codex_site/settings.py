@@ -413,10 +413,14 @@ CODEX_METRICS_TOKEN = os.environ.get("CODEX_METRICS_TOKEN", "")
 # test runner turns it on.
 CODEX_CIMD_ALLOW_LOOPBACK = envbool("CODEX_CIMD_ALLOW_LOOPBACK", DEBUG)
 # Fetches of clients' metadata documents and key sets in progress at once, per process, and the
-# share of them one client network may hold (authserver.clients.fetching); each has a deadline of
-# CIMD_FETCH_TIMEOUT_SECONDS over the whole exchange.
+# shares of them one client network (an IPv6 /64) and one block of networks (an IPv6 /48, an IPv4
+# /24) may hold (authserver.clients.fetching); each has a deadline of CIMD_FETCH_TIMEOUT_SECONDS
+# over the whole exchange. A fetch still running after CODEX_FETCH_PATIENCE_SECONDS gives its slot
+# up to a newcomer that finds every slot taken (and ends as too slow).
 CODEX_FETCHES_AT_ONCE = envint("CODEX_FETCHES_AT_ONCE", 10)
 CODEX_FETCHES_AT_ONCE_PER_ADDRESS = envint("CODEX_FETCHES_AT_ONCE_PER_ADDRESS", 2)
+CODEX_FETCHES_AT_ONCE_PER_BLOCK = envint("CODEX_FETCHES_AT_ONCE_PER_BLOCK", 4)
+CODEX_FETCH_PATIENCE_SECONDS = envint("CODEX_FETCH_PATIENCE_SECONDS", 2)
 # Token introspection (RFC 7662) is for resource servers an operator provisions: the client ids
 # of confidential applications (made in the admin) allowed to introspect, comma-separated.
 # Anyone else gets 401. Empty: nobody may, and the metadata names no introspection endpoint.

@@ -1,5 +1,5 @@
-"""The register of every use of a Django, django-oauth-toolkit (DOT) or MCP SDK name outside its
-documented API: what is used, where, why, and the library versions it was checked against.
+"""The register of every use of a Django, django-oauth-toolkit (DOT), MCP SDK, allauth, oauthlib or
+urllib3 name outside its documented API: what is used, where, why, and the library versions it was checked against.
 
 The first release that changes one of these can break the product without an error at
 import time, so ``tests/test_internals.py`` fails when the installed version of a library
@@ -18,6 +18,7 @@ DOT = "django-oauth-toolkit"
 MCP = "mcp"
 ALLAUTH = "django-allauth"
 OAUTHLIB = "oauthlib"
+URLLIB3 = "urllib3"
 
 # The installed versions each library's entries were last read against (distribution names).
 CHECKED: dict[str, frozenset[str]] = {
@@ -26,12 +27,13 @@ CHECKED: dict[str, frozenset[str]] = {
     MCP: frozenset({"2.3.0"}),
     ALLAUTH: frozenset({"65.21.1"}),
     OAUTHLIB: frozenset({"4.0.1"}),
+    URLLIB3: frozenset({"2.8.0"}),
 }
 
 
 @dataclass(frozen=True)
 class Internal:
-    library: str  # DJANGO, DOT, MCP, ALLAUTH or OAUTHLIB
+    library: str  # DJANGO, DOT, MCP, ALLAUTH, OAUTHLIB or URLLIB3
     what: str  # the names used
     where: tuple[str, ...]  # files (from the repository's root) that use them
     needle: str  # a string each of those files holds where it uses them
@@ -197,6 +199,16 @@ REGISTER: tuple[Internal, ...] = (
         "_resolve_and_validate",
         "every fetch of a document or key set keeps DOT's request-forgery rules and reading of the answer, "
         "under a deadline over the whole exchange (DOT's fetcher bounds each read only) and the shared slots",
+    ),
+    Internal(
+        URLLIB3,
+        "urllib3.connection.HTTPSConnection._new_conn (overridden: the one place a connection makes its TCP "
+        "socket; it must return that socket connected, raising ConnectTimeoutError or NewConnectionError), "
+        "host, port and timeout as it reads them; HTTPSConnectionPool.ConnectionCls set on the pool",
+        ("authserver/clients/fetching.py",),
+        "def _new_conn",
+        "a fetch's TCP socket is watched from before it connects, so that a newcomer taking the fetch's slot "
+        "can shut down a connection attempt the remote never answers (urllib3 gives no other hold on it)",
     ),
     Internal(
         DOT,
