@@ -450,7 +450,7 @@ class StalledHandshakesTest(TransactionTestCase):
         self.attack.wait_for(1)
         [(status, page)] = self.attack.pages
         self.assertEqual(status, 400, page[:500])
-        self.assertIn("while every fetch slot of this server was in use", page)
+        self.assertIn("when every fetch slot of this server was in use", page)
         self.assertEqual(fetching.SLOTS.in_use(), len(attackers) - 1)  # the other stalls; the newcomer's is done
         return took
 
@@ -530,7 +530,7 @@ class FetchSlotsTest(SimpleTestCase):
         self.assertIsNotNone(newcomer)
         self.assertEqual((oldest.yielded, younger.yielded, oldest.holding), (True, False, False))
         self.assertEqual(self.slots.in_use(), 2)
-        with self.assertRaisesMessage(fetching.FetchYielded, "while every fetch slot"):
+        with self.assertRaisesMessage(fetching.FetchYielded, "when every fetch slot"):
             oldest.check()
         self.slots.ended(oldest)  # it ends as too slow: the books do not change again
         self.assertEqual(self.slots.in_use(), 2)

@@ -86,6 +86,7 @@ class _Fetch:
         self.holding = True  # it counts among the slots in use
         self.lingering = False  # it gave its slot up while its resolver ran on
         self.yielded = False
+        self.ran = 0.0  # how long it had run when it yielded
         self.woken = threading.Event()  # set when its resolver finishes, and when it yields
         self._lock = threading.Lock()
         # A duplicate of the connection's descriptor: shutting it down ends every wait on that
@@ -106,14 +107,15 @@ class _Fetch:
         """``FetchYielded`` once the fetch has given its slot up."""
         if self.yielded:
             raise FetchYielded(
-                f"it was not served within {settings.CODEX_FETCH_PATIENCE_SECONDS} seconds, while every "
-                "fetch slot of this server was in use and other applications waited"
+                f"it had not been served after {self.ran:.1f} seconds, when every fetch slot of this server was "
+                "in use and another application's document needed one"
             )
 
     def stop(self) -> None:
         """Called from the thread of the newcomer that took this fetch's slot: every wait of the
         fetch ends now (a socket shut down answers at once; a resolution's wait is woken)."""
         with self._lock:
+            self.ran = time.monotonic() - self.began
             self.yielded = True
             if self._watched is not None:
                 with contextlib.suppress(OSError):
