@@ -514,9 +514,10 @@ CACHES = {
     # Security state, shared by every worker process: allauth's sign-in and second-factor
     # throttle counters and its marks of used TOTP codes (allauth uses this alias only), this
     # server's per-address and per-token limits, and clients' key sets with their fetch state.
-    # It never evicts a live entry: past MAX_ENTRIES rows a write first sweeps out the expired
-    # ones, and nothing else (common.durable_cache). A write the database refuses raises (a
-    # 503), never passes as an empty counter. Every entry is written with a timeout.
+    # It never evicts a live entry: a write sweeps out the expired ones (at most every 10 s per
+    # process), and nothing else; past MAX_ENTRIES live rows a sweep logs a WARNING and refuses
+    # nothing (common.durable_cache). A write the database refuses raises (a 503), never passes
+    # as an empty counter. Every entry is written with a timeout.
     "default": {
         "BACKEND": "common.durable_cache.DurableDatabaseCache",
         "LOCATION": "codex_cache",

@@ -350,11 +350,14 @@ REGISTER: tuple[Internal, ...] = (
     # --- Django: the default cache as security state (common.durable_cache) -------------------
     Internal(
         DJANGO,
-        "DatabaseCache._base_set (its True/False answer: False on any database error), _cull (overridden), "
-        "cache_model_class, _table, make_and_validate_key; the cache table's cache_key and expires columns",
+        "DatabaseCache's table (its cache_key, value and expires columns, as createcachetable makes them), its "
+        "encoding of a value (base64 of a pickle, pickle_protocol) and of expiry (whole seconds) that its reads "
+        "decode, cache_model_class, _table, BaseCache._max_entries; set, add and touch overridden, so that "
+        "_base_set and _cull are never called",
         ("common/durable_cache.py",),
-        "_base_set",
-        "a cache that never evicts a live entry (the sweep deletes expired rows only) and fails closed on writes",
+        "pickle_protocol",
+        "a cache that never evicts a live entry (a sweep deletes expired rows only), fails closed on writes, "
+        "and writes with one statement instead of a count of the whole table first",
     ),
     # --- django-allauth: accounts, single sign-on, second factor ------------------------------
     Internal(
