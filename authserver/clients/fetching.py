@@ -27,7 +27,9 @@ in what it may reach, how long it may take and how many may run at once:
   well under the deadline), or else of the longest-running fetch of a block holding at least two
   slots more than the newcomer's (``_Slots._victim``). The newcomer's thread shuts that fetch's
   socket down (``_Fetch.stop``), whatever it waits on (the connection, the TLS handshake, the
-  answer), and that fetch ends at once as too slow (``FetchYielded``). A fetch still resolving its
+  answer), and that fetch ends at once: as too slow when it had run past the patience
+  (``FetchYielded``, held against its remote as a fetch past the deadline is), as busy when it
+  had not (``FetchCrowdedOut``: nothing is held against a remote this server cut short). A fetch still resolving its
   name gives its slot up too while fewer resolutions than slots linger on (a resolver cannot be
   interrupted: its thread runs on, counted, to the resolver's end). So to keep newcomers out,
   every slot must be held, at every moment, by a fetch younger than the patience from a block of
@@ -68,6 +70,11 @@ class FetchYielded(FetchTooSlow):
     newcomer: it ended as too slow."""
 
 
+class FetchCrowdedOut(FetchBusy):
+    """The fetch gave its slot up before the patience, its network block holding more slots than
+    the newcomer's: it ended as busy (nothing is held against its remote)."""
+
+
 # --- the one cap -------------------------------------------------------------------------------
 
 
@@ -86,6 +93,7 @@ class _Fetch:
         self.holding = True  # it counts among the slots in use
         self.lingering = False  # it gave its slot up while its resolver ran on
         self.yielded = False
+        self.too_slow = False  # it yielded having run past the patience
         self.ran = 0.0  # how long it had run when it yielded
         self.woken = threading.Event()  # set when its resolver finishes, and when it yields
         self._lock = threading.Lock()
@@ -104,18 +112,26 @@ class _Fetch:
             previous.close()
 
     def check(self) -> None:
-        """``FetchYielded`` once the fetch has given its slot up."""
-        if self.yielded:
+        """``FetchYielded`` or ``FetchCrowdedOut`` once the fetch has given its slot up."""
+        if not self.yielded:
+            return
+        if self.too_slow:
             raise FetchYielded(
                 f"it had not been served after {self.ran:.1f} seconds, when every fetch slot of this server was "
                 "in use and another application's document needed one"
             )
+        raise FetchCrowdedOut(
+            "every fetch slot of this server was in use, and more of them were fetching for this client's "
+            "network block than for any other: this fetch gave its slot to another's"
+        )
 
-    def stop(self) -> None:
+    def stop(self, *, too_slow: bool) -> None:
         """Called from the thread of the newcomer that took this fetch's slot: every wait of the
-        fetch ends now (a socket shut down answers at once; a resolution's wait is woken)."""
+        fetch ends now (a socket shut down answers at once; a resolution's wait is woken).
+        ``too_slow``: it had run past the patience."""
         with self._lock:
             self.ran = time.monotonic() - self.began
+            self.too_slow = too_slow
             self.yielded = True
             if self._watched is not None:
                 with contextlib.suppress(OSError):
@@ -156,13 +172,14 @@ class _Slots:
                 victim = self._victim(fetch)
                 if victim is None:
                     return None
+                too_slow = victim.began <= fetch.began - settings.CODEX_FETCH_PATIENCE_SECONDS
                 self._remove(victim)
                 if victim.resolving:
                     victim.lingering = True
                     self._lingering += 1
             self._add(fetch)
         if victim is not None:
-            victim.stop()
+            victim.stop(too_slow=too_slow)
         return fetch
 
     def _victim(self, newcomer: _Fetch) -> _Fetch | None:
