@@ -58,7 +58,8 @@ from common.ratelimit import block_of
 
 
 class FetchBusy(CIMDError):
-    """Every fetch slot (of the process, or of the caller's network) is in use: nothing was fetched."""
+    """Every fetch slot (of the process, or of the caller's network or block) is in use, and none
+    was given up to this fetch: nothing was fetched."""
 
 
 class FetchTooSlow(CIMDError):
@@ -82,7 +83,7 @@ class _Fetch:
     """One fetch in progress and the slot it holds: whose it is (its client network and that
     network's block), when it began, and the socket it waits on, which a newcomer's thread may shut
     down (``stop``). ``resolving``, ``ended``, ``holding`` and ``lingering`` change under the lock
-    of ``SLOTS``; ``_watched`` and ``yielded`` under the fetch's own."""
+    of ``SLOTS``; ``_watched``, ``yielded``, ``too_slow`` and ``ran`` under the fetch's own."""
 
     def __init__(self, network: str | None) -> None:
         self.network = network
@@ -104,7 +105,7 @@ class _Fetch:
 
     def watch(self, connection: socket.socket) -> None:
         """Make ``connection`` (a new TCP socket, before it connects) the one ``stop`` shuts down;
-        ``FetchYielded`` if the fetch has given its slot up already."""
+        raises as ``check`` does if the fetch has given its slot up already."""
         with self._lock:
             self.check()
             previous, self._watched = self._watched, connection.dup()
