@@ -393,12 +393,10 @@ class Answers:
         self.threads.append(thread)
 
     def wait_for(self, count: int) -> None:
+        """Until ``count`` answers have arrived (the timeout only ends a test that would hang)."""
         with self._changed:
-            self.assert_true(self._changed.wait_for(lambda: len(self.pages) >= count, timeout=60), count)
-
-    def assert_true(self, arrived: bool, count: int) -> None:
-        if not arrived:
-            raise AssertionError(f"only {len(self.pages)} of {count} answers arrived")
+            if not self._changed.wait_for(lambda: len(self.pages) >= count, timeout=60):
+                raise AssertionError(f"only {len(self.pages)} of {count} answers arrived")
 
     def join(self) -> None:
         for thread in self.threads:
