@@ -328,6 +328,9 @@ CODEX_SSO_PROVIDERS = parse_providers(CODEX_OIDC_PROVIDERS)
 # is listed here must use single sign-on; their password sign-in is refused, after the password
 # is checked (comma-separated domains; empty: nobody).
 CODEX_SSO_ONLY_DOMAINS = [domain.lower() for domain in envlist("CODEX_SSO_ONLY_DOMAINS", [])]
+# ID-JAGs (authserver.enterprise.id_jag) from public clients, which authenticate with their id
+# alone: off, as the draft advises (whoever holds such an ID-JAG can redeem it). Shown at /admin/policy/.
+CODEX_ID_JAG_PUBLIC_CLIENTS = envbool("CODEX_ID_JAG_PUBLIC_CLIENTS", False)
 SOCIALACCOUNT_PROVIDERS: dict[str, Any] = allauth_providers(CODEX_SSO_PROVIDERS)
 SOCIALACCOUNT_AUTO_SIGNUP = True
 SOCIALACCOUNT_EMAIL_AUTHENTICATION = False  # per provider: authserver.enterprise.sso
@@ -417,10 +420,14 @@ CODEX_METRICS_TOKEN = os.environ.get("CODEX_METRICS_TOKEN", "")
 # test runner turns it on.
 CODEX_CIMD_ALLOW_LOOPBACK = envbool("CODEX_CIMD_ALLOW_LOOPBACK", DEBUG)
 # Fetches of clients' metadata documents and key sets in progress at once, per process, and the
-# share of them one client network may hold (authserver.clients.fetching); each has a deadline of
-# CIMD_FETCH_TIMEOUT_SECONDS over the whole exchange.
+# shares of them one client network (an IPv6 /64) and one block of networks (an IPv6 /48, an IPv4
+# /24) may hold (authserver.clients.fetching); each has a deadline of CIMD_FETCH_TIMEOUT_SECONDS
+# over the whole exchange. A fetch still running after CODEX_FETCH_PATIENCE_SECONDS gives its slot
+# up to a newcomer that finds every slot taken (and ends as too slow).
 CODEX_FETCHES_AT_ONCE = envint("CODEX_FETCHES_AT_ONCE", 10)
 CODEX_FETCHES_AT_ONCE_PER_ADDRESS = envint("CODEX_FETCHES_AT_ONCE_PER_ADDRESS", 2)
+CODEX_FETCHES_AT_ONCE_PER_BLOCK = envint("CODEX_FETCHES_AT_ONCE_PER_BLOCK", 4)
+CODEX_FETCH_PATIENCE_SECONDS = envint("CODEX_FETCH_PATIENCE_SECONDS", 2)
 # Token introspection (RFC 7662) is for resource servers an operator provisions: the client ids
 # of confidential applications (made in the admin) allowed to introspect, comma-separated.
 # Anyone else gets 401. Empty: nobody may, and the metadata names no introspection endpoint.
@@ -514,9 +521,10 @@ CACHES = {
     # Security state, shared by every worker process: allauth's sign-in and second-factor
     # throttle counters and its marks of used TOTP codes (allauth uses this alias only), this
     # server's per-address and per-token limits, and clients' key sets with their fetch state.
-    # It never evicts a live entry: past MAX_ENTRIES rows a write first sweeps out the expired
-    # ones, and nothing else (common.durable_cache). A write the database refuses raises (a
-    # 503), never passes as an empty counter. Every entry is written with a timeout.
+    # It never evicts a live entry: a write sweeps out the expired ones (at most every 10 s per
+    # process), and nothing else; past MAX_ENTRIES live rows a sweep logs a WARNING and refuses
+    # nothing (common.durable_cache). A write the database refuses raises (a 503), never passes
+    # as an empty counter. Every entry is written with a timeout.
     "default": {
         "BACKEND": "common.durable_cache.DurableDatabaseCache",
         "LOCATION": "codex_cache",

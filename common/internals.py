@@ -1,5 +1,5 @@
-"""The register of every use of a Django, django-oauth-toolkit (DOT) or MCP SDK name outside its
-documented API: what is used, where, why, and the library versions it was checked against.
+"""The register of every use of a Django, django-oauth-toolkit (DOT), MCP SDK, allauth, oauthlib or
+urllib3 name outside its documented API: what is used, where, why, and the library versions it was checked against.
 
 The first release that changes one of these can break the product without an error at
 import time, so ``tests/test_internals.py`` fails when the installed version of a library
@@ -18,6 +18,7 @@ DOT = "django-oauth-toolkit"
 MCP = "mcp"
 ALLAUTH = "django-allauth"
 OAUTHLIB = "oauthlib"
+URLLIB3 = "urllib3"
 
 # The installed versions each library's entries were last read against (distribution names).
 CHECKED: dict[str, frozenset[str]] = {
@@ -26,12 +27,13 @@ CHECKED: dict[str, frozenset[str]] = {
     MCP: frozenset({"2.3.0"}),
     ALLAUTH: frozenset({"65.21.1"}),
     OAUTHLIB: frozenset({"4.0.1"}),
+    URLLIB3: frozenset({"2.8.0"}),
 }
 
 
 @dataclass(frozen=True)
 class Internal:
-    library: str  # DJANGO, DOT, MCP, ALLAUTH or OAUTHLIB
+    library: str  # DJANGO, DOT, MCP, ALLAUTH, OAUTHLIB or URLLIB3
     what: str  # the names used
     where: tuple[str, ...]  # files (from the repository's root) that use them
     needle: str  # a string each of those files holds where it uses them
@@ -199,6 +201,16 @@ REGISTER: tuple[Internal, ...] = (
         "under a deadline over the whole exchange (DOT's fetcher bounds each read only) and the shared slots",
     ),
     Internal(
+        URLLIB3,
+        "urllib3.connection.HTTPSConnection._new_conn (overridden: the one place a connection makes its TCP "
+        "socket; it must return that socket connected, raising ConnectTimeoutError or NewConnectionError), "
+        "host, port and timeout as it reads them; HTTPSConnectionPool.ConnectionCls set on the pool",
+        ("authserver/clients/fetching.py",),
+        "def _new_conn",
+        "a fetch's TCP socket is watched from before it connects, so that a newcomer taking the fetch's slot "
+        "can shut down a connection attempt the remote never answers (urllib3 gives no other hold on it)",
+    ),
+    Internal(
         DOT,
         "OAuth2Validator._load_application (overridden: called for every client lookup, before DOT's "
         "cimd.resolve_cimd_application and refresh_if_stale), OAuth2Validator._check_secret (overridden)",
@@ -338,11 +350,14 @@ REGISTER: tuple[Internal, ...] = (
     # --- Django: the default cache as security state (common.durable_cache) -------------------
     Internal(
         DJANGO,
-        "DatabaseCache._base_set (its True/False answer: False on any database error), _cull (overridden), "
-        "cache_model_class, _table, make_and_validate_key; the cache table's cache_key and expires columns",
+        "DatabaseCache's table (its cache_key, value and expires columns, as createcachetable makes them), its "
+        "encoding of a value (base64 of a pickle, pickle_protocol) and of expiry (whole seconds) that its reads "
+        "decode, cache_model_class, _table, BaseCache._max_entries; set, add and touch overridden, so that "
+        "_base_set and _cull are never called",
         ("common/durable_cache.py",),
-        "_base_set",
-        "a cache that never evicts a live entry (the sweep deletes expired rows only) and fails closed on writes",
+        "pickle_protocol",
+        "a cache that never evicts a live entry (a sweep deletes expired rows only), fails closed on writes, "
+        "and writes with one statement instead of a count of the whole table first",
     ),
     # --- django-allauth: accounts, single sign-on, second factor ------------------------------
     Internal(

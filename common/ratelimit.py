@@ -19,6 +19,8 @@ from django.db import OperationalError
 from django.http import HttpRequest
 
 IPV6_PREFIX = 64
+IPV6_BLOCK_PREFIX = 48
+IPV4_BLOCK_PREFIX = 24
 
 
 def client_address(request: HttpRequest) -> str:
@@ -38,6 +40,21 @@ def network_of(address: str) -> str:
             return str(ip.ipv4_mapped)
         return str(ipaddress.IPv6Network((int(ip), IPV6_PREFIX), strict=False))
     return str(ip)
+
+
+def block_of(network: str) -> str:
+    """The wider block a client network (``network_of``'s key) lies in, for shares of something
+    scarce that a stranger with many networks could otherwise hold alone (the fetch slots): an
+    IPv6 network's /48 (``2001:db8:1::/48``), an IPv4 address's /24 (``192.0.2.0/24``). A site or
+    a small provider's customer is usually given a /48; a /24 is the smallest block routed apart."""
+    try:
+        if "/" in network:
+            return str(ipaddress.ip_network(network, strict=False).supernet(new_prefix=IPV6_BLOCK_PREFIX))
+        ip = ipaddress.ip_address(network)
+    except ValueError:
+        return network
+    prefix = IPV6_BLOCK_PREFIX if isinstance(ip, ipaddress.IPv6Address) else IPV4_BLOCK_PREFIX
+    return str(ipaddress.ip_network((int(ip), prefix), strict=False))
 
 
 def client_network(request: HttpRequest) -> str:

@@ -189,23 +189,57 @@ class IdJagGrantTest(IdJagTestCase):
         response = self.present(signed(self.claims()))
         self.assertEqual(set(response.json()["scope"].split()), set(BOTH.split()))
 
-    def test_a_public_client_presents_its_id_jag_with_its_id_alone(self) -> None:
+    def test_a_public_client_is_refused_unless_the_operator_allows_public_clients(self) -> None:
+        # The draft's security considerations: the grant SHOULD only be supported for
+        # confidential clients; anyone who holds a public client's ID-JAG could redeem it.
         public = Application.objects.create(
             name="Public agent",
             client_type=Application.CLIENT_PUBLIC,
             authorization_grant_type=Application.GRANT_AUTHORIZATION_CODE,
             redirect_uris="http://127.0.0.1:9/callback",
         )
-        response = self.client.post(
-            TOKEN_URL,
-            {
-                "grant_type": id_jag.GRANT_TYPE,
-                "assertion": signed(self.claims(client_id=public.client_id)),
-                "client_id": public.client_id,
-            },
-        )
+
+        def present_with_its_id_alone():
+            return self.client.post(
+                TOKEN_URL,
+                {
+                    "grant_type": id_jag.GRANT_TYPE,
+                    "assertion": signed(self.claims(client_id=public.client_id)),
+                    "client_id": public.client_id,
+                },
+            )
+
+        before = stored_counts()
+        refused = present_with_its_id_alone()
+        self.assert_refused(refused, "unauthorized_client", "only from a confidential client")
+        self.assertIn("CODEX_ID_JAG_PUBLIC_CLIENTS", refused.json()["error_description"])
+        self.assertEqual(stored_counts(), before)
+        with override_settings(CODEX_ID_JAG_PUBLIC_CLIENTS=True):
+            response = present_with_its_id_alone()
         self.assertEqual(response.status_code, 200, response.content)
         self.assertEqual(AccessToken.objects.get().application, public)
+
+    def test_an_issuer_published_with_a_trailing_slash_is_trusted_exactly_as_published(self) -> None:
+        # Auth0's issuers end in "/": the discovery document, every ID-JAG's iss and the
+        # configuration name "https://tenant.auth0.com/", and RFC 8414 §3.3 and OpenID Connect
+        # Discovery §4.3 compare the issuer exactly as published.
+        origin = self.documents.origin
+        published = origin + "/"
+        discovery = "/.well-known/openid-configuration"
+        self.documents.documents[discovery] = {"issuer": published, "jwks_uri": origin + "/jwks"}
+        self.addCleanup(
+            self.documents.documents.__setitem__, discovery, {"issuer": origin, "jwks_uri": origin + "/jwks"}
+        )
+        with override_settings(**sso_settings(provider_entry(published))):
+            response = self.present(signed(self.claims(iss=published)))
+            self.assertEqual(response.status_code, 200, response.content)
+            self.assertEqual(OrganizationGrant.objects.get().issuer, published)
+            # The same issuer without its slash is another issuer, which nobody trusts.
+            self.assert_refused_storing_nothing(signed(self.claims(iss=origin)), "not an identity provider")
+        # Configured without the slash while the provider publishes it with one: its discovery
+        # document names another issuer, and no key of it is used.
+        with override_settings(**sso_settings(provider_entry(origin))):
+            self.assert_refused_storing_nothing(signed(self.claims()), "names another issuer")
 
     def test_a_metadata_document_client_with_private_key_jwt_presents_its_id_jag(self) -> None:
         chatgpt = ChatGPTLike(self.documents)
@@ -325,6 +359,10 @@ class IdJagRefusalTest(IdJagTestCase):
     def test_another_resource_is_refused(self) -> None:
         assertion = signed(self.claims(resource="https://other.example/mcp"))
         self.assert_refused_storing_nothing(assertion, "resource must be")
+
+    def test_an_id_jag_without_a_resource_is_refused(self) -> None:
+        # The MCP extension makes resource REQUIRED, and the server MUST check it.
+        self.assert_refused_storing_nothing(signed(self.claims(resource=None)), "has no resource claim")
 
     def test_another_resource_in_the_request_is_refused_as_invalid_target(self) -> None:
         before = stored_counts()

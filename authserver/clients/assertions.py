@@ -27,7 +27,10 @@ A key set behind ``jwks_uri`` is fetched by the same fetcher as the document
 (``authserver.clients.fetching``: https, public addresses only, a size limit, one deadline over the
 whole exchange, the shared fetch slots, the loopback exception in development only), kept in the
 ``default`` cache (which never evicts a live entry) for as long as its ``Cache-Control`` allows
-(clamped as documents are), and fetched again once when an assertion names a ``kid`` the kept
+(clamped as documents are) and at most ``KEY_SET_SECONDS``: a stranger's documents can each name
+a key set of their own, and each kept set is a row that should not outlive the window the
+document's fetch was counted in (``docs/architecture.md``, "Security state"). It is fetched again
+once when an assertion names a ``kid`` the kept
 set lacks (the client rotated its keys), at most once per ``REFETCH_FLOOR_SECONDS`` per set. A
 fetch that fails is remembered for ``FAILED_FETCH_SECONDS``: meanwhile assertions that need the
 set are refused without fetching it again.
@@ -61,6 +64,7 @@ MAX_LIFETIME_SECONDS = 300
 LEEWAY_SECONDS = 30
 REFETCH_FLOOR_SECONDS = 60
 FAILED_FETCH_SECONDS = 60
+KEY_SET_SECONDS = 600  # the metadata-document limit's window (authserver.oauth.views)
 MAX_ASSERTION_CHARS = 16_384
 MAX_JTI_CHARS = 256
 MAX_KEYS = 32
@@ -219,7 +223,7 @@ def _fetch_key_set(jwks_uri: str, *, network: str | None) -> dict[str, Any]:
     except CIMDError as error:
         cache.set(_failed_fetch_key(jwks_uri), str(error)[:200], timeout=FAILED_FETCH_SECONDS)
         raise AssertionRefused(f"the client's key set could not be fetched ({error})") from None
-    cache.set(_jwks_cache_key(jwks_uri), jwks, timeout=max_age)
+    cache.set(_jwks_cache_key(jwks_uri), jwks, timeout=min(max_age, KEY_SET_SECONDS))
     return jwks
 
 

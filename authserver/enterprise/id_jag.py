@@ -14,15 +14,24 @@ the shared fetch slots), kept in the ``default`` cache for as long as the answer
 ``Cache-Control`` allows, and fetched again once when an ID-JAG names a ``kid`` the kept set lacks
 (the IdP rotated its keys), at most once per ``REFETCH_FLOOR_SECONDS``.
 
+Only a confidential client may present one (``client_refusal``: it authenticates with a secret
+or ``private_key_jwt``): the draft's security considerations say the grant SHOULD be served to
+confidential clients only, since whoever holds an ID-JAG issued to a public client can redeem it.
+A public client gets ``unauthorized_client`` saying so, unless the operator's policy lets public
+clients in (``CODEX_ID_JAG_PUBLIC_CLIENTS``, ``authserver.core.policy``).
+
 An ID-JAG is accepted only when all of these hold (each refusal is ``invalid_grant`` with a
 description its client's author can act on; a client that does not authenticate as registered is
 ``invalid_client``):
 
 - the header's ``typ`` is ``oauth-id-jag+jwt`` and its ``alg`` asymmetric (never ``none``, never
   an HMAC: an HMAC keyed with the published public key proves nothing);
-- ``iss`` is a trusted IdP's issuer, and the signature verifies with a key of its set;
-- ``aud`` is this server's issuer (one value); ``resource``, when present, is this server's
-  ``/mcp``; ``client_id`` is the client that authenticated;
+- ``iss`` is a trusted IdP's issuer, compared exactly as the IdP publishes it (a trailing slash
+  included: the configuration keeps it as written, and the discovery document's ``issuer`` must
+  be that very string), and the signature verifies with a key of its set;
+- ``aud`` is this server's issuer (one value); ``resource`` is present and is this server's
+  ``/mcp`` (the MCP extension makes it REQUIRED and the server MUST check it); ``client_id`` is
+  the client that authenticated;
 - ``exp`` is in the future and at most ``MAX_LIFETIME_SECONDS`` after ``iat`` and after now
   (``LEEWAY_SECONDS`` of clock skew), ``iat`` not in the future;
 - ``sub`` names a person: the one linked to that provider with that subject, as single sign-on
@@ -59,14 +68,16 @@ from django.core.cache import cache
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 from oauth2_provider.cimd import CIMDError
+from oauth2_provider.models import get_application_model
 from oauthlib.oauth2 import Server
 from oauthlib.oauth2.rfc6749 import errors
 from oauthlib.oauth2.rfc6749.grant_types.base import GrantTypeBase
 
-from authserver.clients import registration
+from authserver.clients import assertions, registration
 from authserver.clients.assertions import SIGNING_ALGORITHMS, cache_digest
 from authserver.clients.fetching import FetchBusy, HardenedFetcher
-from authserver.core import replay
+from authserver.core import policy, replay
+from authserver.core.sso_config import discovery_url
 from authserver.enterprise.scim import links
 from authserver.enterprise.sso import domain_allowed
 from authserver.models import OrganizationGrant
@@ -91,8 +102,29 @@ class Refused(Exception):
 
 
 def trusted_providers() -> dict[str, dict[str, Any]]:
-    """The single sign-on providers trusted for ID-JAG, by issuer."""
+    """The single sign-on providers trusted for ID-JAG, by issuer exactly as configured."""
     return {provider["issuer"]: provider for provider in settings.CODEX_SSO_PROVIDERS if provider.get("id_jag")}
+
+
+def client_refusal(client: Any) -> str | None:
+    """Why ``client`` may not present an ID-JAG, or None. A confidential client (a secret) or one
+    that authenticates with ``private_key_jwt`` (a metadata document's keys) may; a public client,
+    which authenticates with its id alone, only where the operator's policy allows it. (Asked once
+    the client has authenticated as it is registered: a client with a secret or keys cannot have
+    got here without presenting them.)"""
+    if (
+        client.client_type == get_application_model().CLIENT_CONFIDENTIAL
+        or assertions.keys_of(client.client_id) is not None
+    ):
+        return None
+    if policy.id_jag_public_clients():
+        return None
+    return (
+        "this server accepts an ID-JAG only from a confidential client, one that authenticates with a client "
+        "secret or private_key_jwt; this client authenticates with its client_id alone (a public client), and "
+        "anyone who obtained its ID-JAG could redeem it. Register it here as a confidential client, or its "
+        "operator may allow public clients (CODEX_ID_JAG_PUBLIC_CLIENTS)"
+    )
 
 
 # --- the IdP's key set ---------------------------------------------------------------------------
@@ -108,10 +140,14 @@ def _fetch_keys(issuer: str, *, network: str | None) -> dict[str, Any]:
         raise Refused(f"the IdP's key set could not be fetched a moment ago ({failed}); try again shortly")
     fetcher = HardenedFetcher(network)
     try:
-        discovery, _ = fetcher.fetch(issuer + "/.well-known/openid-configuration")
+        discovery, _ = fetcher.fetch(discovery_url(issuer))
         jwks_uri = discovery.get("jwks_uri")
-        if discovery.get("issuer", "").rstrip("/") != issuer or not isinstance(jwks_uri, str):
-            raise CIMDError("its discovery document names another issuer, or no jwks_uri")
+        # OpenID Connect Discovery §4.3: the issuer it names is exactly the one configured.
+        if discovery.get("issuer") != issuer or not isinstance(jwks_uri, str):
+            raise CIMDError(
+                f"its discovery document names another issuer ({str(discovery.get('issuer'))[:100]!r}, not "
+                f"{issuer!r} as configured), or no jwks_uri"
+            )
         jwks, max_age = fetcher.fetch(jwks_uri)
         if not isinstance(jwks.get("keys"), list):
             raise CIMDError("its jwks_uri serves no key set")
@@ -203,13 +239,20 @@ def verify(assertion: object, *, client_id: str, now: float, network: str | None
             algorithms=[algorithm],
             issuer=issuer,
             leeway=LEEWAY_SECONDS,
-            options={"require": ["iss", "sub", "aud", "exp", "iat", "jti", "client_id"], "verify_aud": False},
+            options={
+                "require": ["iss", "sub", "aud", "exp", "iat", "jti", "client_id", "resource"],
+                "verify_aud": False,
+            },
         )
     except jwt.ExpiredSignatureError:
         raise Refused("the ID-JAG has expired; ask the IdP for a new one") from None
     except jwt.ImmatureSignatureError:
         raise Refused("the ID-JAG's iat is in the future") from None
     except jwt.MissingRequiredClaimError as error:
+        if error.claim == "resource":
+            raise Refused(
+                f"the ID-JAG has no resource claim; it must be this server's {settings.CODEX_RESOURCE_URL}"
+            ) from None
         raise Refused(f"the ID-JAG has no {error.claim} claim") from None
     except jwt.InvalidSignatureError:
         raise Refused("the ID-JAG's signature does not verify with its issuer's keys") from None
@@ -217,8 +260,7 @@ def verify(assertion: object, *, client_id: str, now: float, network: str | None
         raise Refused(f"the ID-JAG is not valid ({type(error).__name__})") from None
     if _one_string(claims["aud"]) != settings.CODEX_ISSUER_URL:
         raise Refused(f"the ID-JAG's aud must be this server's issuer, {settings.CODEX_ISSUER_URL}")
-    resource = claims.get("resource")
-    if resource is not None and _one_string(resource) != settings.CODEX_RESOURCE_URL:
+    if _one_string(claims["resource"]) != settings.CODEX_RESOURCE_URL:
         raise Refused(f"the ID-JAG's resource must be this server's resource, {settings.CODEX_RESOURCE_URL}")
     if claims["client_id"] != client_id:
         raise Refused("the ID-JAG was issued to another client: its client_id is not the client that authenticated")

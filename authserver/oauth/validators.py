@@ -21,6 +21,7 @@ from oauthlib.oauth2.rfc6749 import errors
 from authserver.clients import agents, assertions, cimd, registration
 from authserver.core import policy
 from authserver.core.token_check import token_checksum
+from authserver.enterprise import id_jag
 from authserver.enterprise.id_jag import GRANT_TYPE as JWT_BEARER
 from authserver.models import HeadlessAgent
 from common.audit import audit
@@ -69,7 +70,8 @@ class RegistrationExpiredError(errors.FatalClientError):
 
 # The grants the metadata advertises. client_credentials is served to the applications of
 # people's live headless agents and to no other client (validate_grant_type); JWT_BEARER, an
-# ID-JAG (authserver.enterprise.id_jag), to any other client that authenticates as registered; an
+# ID-JAG (authserver.enterprise.id_jag), to any other client that authenticates as registered and
+# may present one (a confidential one, unless the policy lets public clients in); an
 # operator's token is minted directly (authserver.core.tokens.mint_access_token), never through a grant.
 SERVED_GRANT_TYPES = frozenset({"authorization_code", "refresh_token", "client_credentials", JWT_BEARER})
 CLIENT_CREDENTIALS = "client_credentials"
@@ -204,8 +206,11 @@ class CodexOAuth2Validator(OAuth2Validator):
         elif agents.is_agent_application(request.client):
             return False
         elif grant_type == JWT_BEARER:
-            # DOT's Application has one grant type and no jwt-bearer among them: any client may
-            # present an ID-JAG, which its IdP issued to it by client_id (checked with it).
+            # DOT's Application has one grant type and no jwt-bearer among them: a client may
+            # present an ID-JAG (which its IdP issued to it by client_id, checked with it) as
+            # authserver.enterprise.id_jag.client_refusal says, which gives the words.
+            if (refusal := id_jag.client_refusal(request.client)) is not None:
+                raise errors.UnauthorizedClientError(description=refusal, request=request)
             return True
         return super().validate_grant_type(client_id, grant_type, client, request, *args, **kwargs)
 
