@@ -151,7 +151,7 @@ class OrganizationGrant(models.Model):
     """An application a person's organization let use their notebook: the latest ID-JAG its IdP
     (``issuer``) signed for them and this client (``authserver.enterprise.id_jag``). Connected applications
     marks the application "granted by your organization"; revoking it there removes this row
-    with the tokens (``authserver.core.tokens.revoke_tokens``). Nothing the client sent is kept here:
+    with the tokens (``authserver.core.revocation.access_revoke``). Nothing the client sent is kept here:
     the row is written in the transaction that issues the token, never for a refused ID-JAG."""
 
     application = models.ForeignKey(oauth2_settings.APPLICATION_MODEL, on_delete=models.CASCADE, related_name="+")
