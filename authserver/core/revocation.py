@@ -19,7 +19,9 @@ revoked: marking keeps a row so that a rotated token presented again can revoke 
 and a deleted token is refused (``invalid_grant``) as a revoked one is. Deleting leaves no rows to
 sweep, and Connected applications' "connected on" starts again when the person reconnects.
 
-It takes the person's lock first (``authserver.core.tokens.person_lock``).
+It takes the person's lock first (``authserver.core.tokens.person_lock``), which every issuance
+for the person takes first too: a grant being exchanged finishes before the revocation reads
+what to delete, and one that waited for the revocation finds its code or refresh token gone.
 """
 
 from dataclasses import dataclass

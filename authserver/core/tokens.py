@@ -1,8 +1,8 @@
 """Issuing tokens: operator tokens for headless agents, and the lock that puts a person's
 issuances and revocations in one order. The MCP endpoint only checks tokens
 (``mcp_endpoint.auth``); the token endpoint issues them through DOT's validator
-(``authserver.oauth.validators``), and every revocation is
-``authserver.core.revocation.access_revoke``.
+(``authserver.oauth.validators``, each grant exchanged once: ``authserver.core.exchange``), and
+every revocation is ``authserver.core.revocation.access_revoke``.
 """
 
 import datetime as dt
@@ -31,10 +31,11 @@ def person_lock(*, user_id: int) -> None:
     """Lock the person's row until the transaction ends, the first lock every issuance and every
     revocation of their tokens takes (a no-op on SQLite, which runs one write transaction at a time).
 
-    So the two never interleave: a revocation waits for a token being issued and then ends it,
-    and an issuance that waited for a revocation starts after it. Taken first by both, before any
-    token row, so that neither can hold a row the other waits for. ``FOR NO KEY UPDATE``: the
-    foreign keys of other rows naming the person (a tool call's last use, say) do not wait for it."""
+    So the two never interleave: a revocation waits for a grant being exchanged and then ends
+    what it issued, and an exchange that waited for a revocation finds its code or refresh token
+    gone. Taken first by both, before any token row, so that neither can hold a row the other
+    waits for. ``FOR NO KEY UPDATE``: the foreign keys of other rows naming the person (a tool
+    call's last use, say) do not wait for it."""
     get_user_model().objects.select_for_update(no_key=True).filter(pk=user_id).values_list("pk").first()
 
 
