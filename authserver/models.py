@@ -168,3 +168,30 @@ class OrganizationGrant(models.Model):
 
     def __str__(self) -> str:
         return f"{self.application_id} for {self.user_id} by {self.issuer}"
+
+
+class CodeRedemption(models.Model):
+    """An authorization code that was exchanged, and what it issued: the access token and the
+    refresh token family (DOT's ``RefreshToken.token_family``, which every rotation keeps).
+
+    Written in the transaction that spends the code and issues its tokens
+    (``authserver.core.exchange``), and kept while a second use of the code matters: its
+    lifetime and a margin. A second use in that time is refused and revokes what the first use
+    issued (OAuth 2.1 §4.1.3, RFC 6749 §4.1.2), and the row goes with it; a row past
+    ``expires_at`` guards nothing and is swept. The code itself is never kept, only its SHA-256.
+    """
+
+    key = models.CharField(max_length=64)
+    application = models.ForeignKey(oauth2_settings.APPLICATION_MODEL, on_delete=models.CASCADE, related_name="+")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    # By id, not a foreign key: a rotation or a revocation deletes the token without touching this row.
+    access_token_id = models.BigIntegerField(null=True)
+    token_family = models.UUIDField(null=True)
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["key"], name="authserver_coderedemption_one_per_code")]
+        indexes = [models.Index(fields=["expires_at"], name="authserver_redemption_by_age")]
+
+    def __str__(self) -> str:
+        return f"{self.key[:12]}… of {self.application_id} for {self.user_id}"

@@ -238,7 +238,7 @@ REGISTER: tuple[Internal, ...] = (
         "the access token it issued back by checksum with .get(), to send app_authorized)",
         ("authserver/oauth/token_view.py",),
         "def authorization_flow_token_response",
-        "a revocation that commits between the issuance and that read (the person's, the client's) "
+        "a revocation that commits between the issuance and that read (the person's, a code's second use) "
         "makes it DoesNotExist: answered invalid_grant, never a 500",
     ),
     Internal(

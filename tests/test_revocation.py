@@ -4,6 +4,7 @@ ends: a person's access, their access for one application, or what one authoriza
 issued), and writes one ``token.revoked`` line naming who revoked."""
 
 import datetime as dt
+import hashlib
 import io
 import uuid
 from collections.abc import Callable
@@ -26,7 +27,7 @@ from oauth2_provider.models import (
 from authserver.clients import agents
 from authserver.enterprise.scim import credentials
 from authserver.enterprise.scim.models import Organization, ProvisionedPerson
-from authserver.models import OrganizationGrant
+from authserver.models import CodeRedemption, OrganizationGrant
 from authserver.people import leaving
 from tests.base import authorization_code
 
@@ -35,7 +36,7 @@ RefreshToken = get_refresh_token_model()
 Grant = get_grant_model()
 IDToken = get_id_token_model()
 
-PERSON, APPLICATION = "the person's access", "her access for one application"
+PERSON, APPLICATION, CODE = "the person's access", "her access for one application", "what one code issued"
 
 
 @dataclass(frozen=True)
@@ -112,6 +113,20 @@ def account_deletion(test: "RevocationPathsTest") -> None:
     leaving.account_delete(user=test.alice, by="person")
 
 
+def code_replay(test: "RevocationPathsTest") -> None:
+    answer = Client().post(
+        "/o/token/",
+        {
+            "grant_type": "authorization_code",
+            "code": test.redeemed_code,
+            "code_verifier": "v" * 43,
+            "redirect_uri": "http://127.0.0.1:9/callback",
+            "client_id": test.target.client_id,
+        },
+    )
+    test.assertEqual((answer.status_code, answer.json()["error"]), (400, "invalid_grant"))
+
+
 PATHS = (
     Path("Connected applications", "connected_applications", APPLICATION, "person", False, connected_applications),
     Path(
@@ -142,6 +157,7 @@ PATHS = (
     Path("user.save() with is_active off", "saving_her_inactive", PERSON, "deactivation", False, saved_inactive),
     Path("SCIM deprovisioning", "scim_deprovisioning", PERSON, "deprovisioning", False, scim_deprovisioning),
     Path("deleting the account", "deleting_her_account", PERSON, "account_deletion", False, account_deletion),
+    Path("a replayed authorization code", "a_replayed_code", CODE, "code_replay", False, code_replay),
 )
 
 
@@ -179,11 +195,14 @@ class RevocationPathsTest(TestCase):
                 redirect_uris="http://127.0.0.1:9/callback",
             )
         for user, application in ((self.alice, self.target), (self.alice, self.other), (self.bob, self.other)):
-            self.hold_everything(user, application)
+            family = self.hold_everything(user, application)
+            if (user, application) == (self.alice, self.target):
+                self.target_family = family
         for user in (self.alice, self.bob):
             Client().force_login(user)
+        self.record_the_targets_code()
 
-    def hold_everything(self, user: Any, application: Any) -> None:
+    def hold_everything(self, user: Any, application: Any) -> uuid.UUID:
         """A pair rotated once (a revoked refresh token, the live pair it was exchanged for), an
         unused authorization code, an ID token and an organization's grant."""
         now = timezone.now()
@@ -207,6 +226,25 @@ class RevocationPathsTest(TestCase):
         IDToken.objects.create(user=user, application=application, expires=now + dt.timedelta(hours=1))
         OrganizationGrant.objects.create(
             application=application, user=user, issuer="https://idp.example", granted_at=now
+        )
+        return family
+
+    def record_the_targets_code(self) -> None:
+        """The code that issued Alice's pair for ``target`` was redeemed a moment ago (kept as
+        ``exchange.code_redeemed`` keeps it: a SHA-256 of the code)."""
+        self.redeemed_code = "redeemed-code-of-alice"
+        first_access = AccessToken.objects.create(
+            user=self.alice, application=self.target, token="deleted at rotation", expires=timezone.now()
+        )
+        first_access_id = first_access.pk
+        first_access.delete()
+        CodeRedemption.objects.create(
+            key=hashlib.sha256(self.redeemed_code.encode()).hexdigest(),
+            application=self.target,
+            user=self.alice,
+            access_token_id=first_access_id,
+            token_family=self.target_family,
+            expires_at=timezone.now() + dt.timedelta(minutes=5),
         )
 
     def rows(self) -> set[tuple[str, ...]]:
@@ -234,7 +272,10 @@ class RevocationPathsTest(TestCase):
     def expected(before: set[tuple[str, ...]], scope: str) -> set[tuple[str, ...]]:
         if scope == PERSON:
             return {row for row in before if row[1] != "alice"}
-        return {row for row in before if row[1:] != ("alice", "target")}
+        if scope == APPLICATION:
+            return {row for row in before if row[1:] != ("alice", "target")}
+        issued = {"access token", "refresh token", "rotated refresh token"}
+        return {row for row in before if not (row[0] in issued and row[1:] == ("alice", "target"))}
 
     def check(self, path: Path) -> None:
         self.give_everything(agent=path.agent)

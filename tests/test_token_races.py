@@ -1,5 +1,5 @@
 """Token issuance under races, over real HTTP (contract 8: a refresh token is exchanged at most
-once; no race answers 500).
+once; a replayed authorization code revokes the tokens it issued; no race answers 500).
 
 Each race is made to happen: the test holds a row lock that one side takes, waits until PostgreSQL
 shows that side waiting for it (``pg_locks``, read afresh by each statement; never a sleep), does
@@ -31,6 +31,8 @@ from oauth2_provider.models import (
     set_token_value,
 )
 
+from authserver.core import exchange
+from authserver.models import CodeRedemption
 from mcp_endpoint.auth import token_checksum
 from tests.base import authorization_code, on_postgres
 from tests.http_client import call_tool
@@ -187,6 +189,31 @@ class HeldLockRacesTest(IssuanceTestCase):
         self.assertEqual(self.live_tokens(), (0, 0))
         self.assertFalse(Grant.objects.filter(code=code).exists())
 
+    def test_a_code_redeemed_twice_at_once_issues_nothing_that_stays(self) -> None:
+        code, verifier = authorization_code(self.alice, self.application)
+        answers: list[httpx2.Response] = []
+        first = self.in_thread(lambda: self.redeem(code, verifier), answers)
+        second = self.in_thread(lambda: self.redeem(code, verifier), answers)
+        with transaction.atomic():
+            # The code's row: a redemption takes it before it issues anything.
+            Grant.objects.select_for_update().get(code=code)
+            first.start()
+            self.wait_until_waiting(1, first, "the first redemption")
+            second.start()
+            self.wait_until_waiting(2, second, "the second redemption")
+        first.join(timeout=120)
+        second.join(timeout=120)
+        statuses = sorted(answer.status_code for answer in answers)
+        self.assertIn(statuses, ([200, 400], [400, 400]), [answer.text for answer in answers])
+        for answer in answers:
+            if answer.status_code == 400:
+                self.assertEqual(answer.json()["error"], "invalid_grant")
+            else:  # the first redemption's tokens, revoked by the second
+                self.assertEqual(
+                    call_tool(self.mcp_url, answer.json()["access_token"], "field_notes_search", {}).status_code, 401
+                )
+        self.assertEqual(self.live_tokens(), (0, 0))
+
 
 @unittest.skipUnless(on_postgres(), "racing requests: SQLite runs one write transaction at a time")
 class RacingRefreshesTest(IssuanceTestCase):
@@ -267,3 +294,57 @@ class ReadBackTest(IssuanceTestCase):
         issued = self.tokens()
         self.revoke_each_new_token_once_committed()
         self.assertInvalidGrant(self.refresh(issued["refresh_token"]))
+
+
+class CodeReplayTest(IssuanceTestCase):
+    """OAuth 2.1 §4.1.3 (RFC 6749 §4.1.2): a code used twice is refused, and the tokens its first
+    use issued are revoked: the access token and every refresh token descended from it."""
+
+    def test_a_replayed_code_is_refused_and_revokes_what_its_first_use_issued(self) -> None:
+        code, verifier = authorization_code(self.alice, self.application)
+        first = self.redeem(code, verifier).json()
+        rotated = self.refresh(first["refresh_token"]).json()
+        other_sign_in = self.tokens()  # the same client and person, by another code: not the replayed one's
+        with self.assertLogs("codex.access.audit", "INFO") as logs:
+            self.assertInvalidGrant(self.redeem(code, verifier))
+        [line] = [record for record in logs.records if record.event == "token.revoked"]
+        self.assertEqual((line.by, line.user_id, line.client_id), ("code_replay", self.alice.pk, self.client_id))
+        self.assertEqual((line.access_tokens, line.refresh_tokens), (1, 2))
+        self.assertEqual(call_tool(self.mcp_url, rotated["access_token"], "field_notes_search", {}).status_code, 401)
+        self.assertInvalidGrant(self.refresh(rotated["refresh_token"]))
+        self.assertEqual(
+            call_tool(self.mcp_url, other_sign_in["access_token"], "field_notes_search", {}).status_code, 200
+        )
+        self.assertEqual(self.refresh(other_sign_in["refresh_token"]).status_code, 200)
+        # Once is enough: a third use is refused and revokes nothing more.
+        with self.assertLogs("codex.access.audit", "INFO") as logs:
+            self.assertInvalidGrant(self.redeem(code, verifier))
+            self.assertEqual(self.refresh(self.tokens()["refresh_token"]).status_code, 200)
+        self.assertNotIn("token.revoked", [record.event for record in logs.records])
+
+    def test_a_code_presented_by_another_client_revokes_nothing(self) -> None:
+        code, verifier = authorization_code(self.alice, self.application)
+        first = self.redeem(code, verifier).json()
+        Application = get_application_model()
+        other = Application.objects.create(
+            name="another client",
+            client_type=Application.CLIENT_PUBLIC,
+            authorization_grant_type=Application.GRANT_AUTHORIZATION_CODE,
+            redirect_uris="http://127.0.0.1:9/callback",
+        )
+        self.assertInvalidGrant(exchange_code(self.base, other.client_id, code, verifier))
+        self.assertEqual(call_tool(self.mcp_url, first["access_token"], "field_notes_search", {}).status_code, 200)
+
+    def test_what_a_code_issued_is_kept_for_its_lifetime_and_the_margin_then_a_use_is_only_refused(self) -> None:
+        code, verifier = authorization_code(self.alice, self.application)
+        expires = Grant.objects.get(code=code).expires
+        first = self.redeem(code, verifier).json()
+        record = CodeRedemption.objects.get()
+        self.assertEqual(record.expires_at, expires + exchange.REPLAY_MARGIN)
+        self.assertNotIn(code, str(record.__dict__))  # only its hash is kept
+        CodeRedemption.objects.update(expires_at=timezone.now() - dt.timedelta(seconds=1))
+        self.assertInvalidGrant(self.redeem(code, verifier))
+        self.assertEqual(call_tool(self.mcp_url, first["access_token"], "field_notes_search", {}).status_code, 200)
+        self.tokens()  # the next redemption sweeps the record that no longer matters
+        self.assertFalse(CodeRedemption.objects.filter(pk=record.pk).exists())
+        self.assertEqual(CodeRedemption.objects.count(), 1)

@@ -34,7 +34,7 @@ class CodexTokenView(TokenView):
     def authorization_flow_token_response(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         # DOT's (a registered internal) reads the access token it has just issued back by its
         # checksum, after the grant's transaction committed, to send app_authorized. A revocation
-        # that commits in between (the person's, the client's own at RFC 7009, DOT's reuse protection)
+        # that commits in between (the person's, the code's second use, DOT's reuse protection)
         # has deleted it: the tokens in the answer are dead, and the answer says so.
         try:
             return super().authorization_flow_token_response(request, *args, **kwargs)

@@ -254,6 +254,8 @@ class CodexOAuth2Validator(OAuth2Validator):
         # and save_bearer_token reads it again under its row's lock before anything is issued.
         grant = get_grant_model().objects.filter(code=code, application=client).select_related("user").first()
         if grant is None:
+            # Used already (or never issued): a second use revokes what the first issued.
+            exchange.code_replayed(code=code, application=client)
             return False
         if grant.is_expired():
             return False
@@ -285,7 +287,8 @@ class CodexOAuth2Validator(OAuth2Validator):
         """DOT's, in a transaction that first takes the person's lock and reads the code or the
         refresh token again under its own (``exchange.grant_hold``), and spends the code with the
         tokens it issues: a grant exchanged meanwhile, or revoked, gets ``invalid_grant`` and
-        nothing is issued."""
+        nothing is issued. A code found spent here was used twice: what its first use issued is
+        revoked, once this transaction has rolled back."""
         code = request.code if request.grant_type == "authorization_code" else None
         refresh_token = request.refresh_token if request.grant_type == "refresh_token" else None
         # A headless agent's grant names its person only once the agent's row is read under the
@@ -301,9 +304,17 @@ class CodexOAuth2Validator(OAuth2Validator):
                 )
                 saved = super().save_bearer_token(token, request, *args, **kwargs)
                 if code is not None:
-                    exchange.code_redeemed(code=code, application=request.client)
+                    exchange.code_redeemed(
+                        code=code,
+                        application=request.client,
+                        user=user,
+                        expires=request.code_grant.expires,
+                        issued=token,
+                    )
                 return saved
         except exchange.GrantSpent as spent:
+            if code is not None:
+                exchange.code_replayed(code=code, application=request.client)
             raise errors.InvalidGrantError(description=str(spent), request=request) from None
 
     def invalidate_authorization_code(self, client_id, code, request, *args, **kwargs):
