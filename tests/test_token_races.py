@@ -261,15 +261,17 @@ class RacingRefreshesTest(IssuanceTestCase):
             for racer in racers:
                 racer.join(timeout=120)
             statuses = Counter(answer.status_code for answer in answers)
-            self.assertEqual(statuses, Counter({200: 1, 400: self.RACERS - 1}), [a.text for a in answers])
+            # One exchange at most. None at all when a racer that arrived after the rotation
+            # counted as reuse and revoked the family before the winner's answer was made: the
+            # winner is told so (invalid_grant), never handed the dead pair.
+            self.assertLessEqual(statuses[200], 1, [a.text for a in answers])
+            self.assertEqual(statuses[200] + statuses[400], self.RACERS, [a.text for a in answers])
             self.assertEqual({a.json()["error"] for a in answers if a.status_code == 400}, {"invalid_grant"})
             spent = RefreshToken.objects.get(token_checksum=token_checksum(raw))
             self.assertIsNotNone(spent.revoked)
             self.assertLessEqual(AccessToken.objects.filter(source_refresh_token=spent).count(), 1)
             family = RefreshToken.objects.filter(token_family=spent.token_family, revoked__isnull=True)
-            # The winner's pair, unless a racer that arrived after the rotation counted as reuse
-            # and revoked the family (contract 8).
-            self.assertLessEqual(family.count(), 1)
+            self.assertLessEqual(family.count(), statuses[200])  # the winner's pair, unless revoked as above
 
 
 class ReadBackTest(IssuanceTestCase):
