@@ -11,7 +11,7 @@ The events (docs/deploy.md, "The audit log", lists them with their fields):
 
 - ``token.granted``: an access token issued (any grant at the token endpoint, or ``mint_token``);
 - ``token.revoked``: tokens revoked (by the person, an operator, the client, a deactivation,
-  deprovisioning, the account's deletion);
+  deprovisioning, the account's deletion, an authorization code's second use);
 - ``account.deleted``: a person's account deleted;
 - ``person.provisioned``, ``person.updated``, ``person.deactivated``, ``person.reactivated``,
   ``person.deleted``: SCIM provisioning (``person.deactivated`` and ``person.deleted`` are the

@@ -246,6 +246,25 @@ REGISTER: tuple[Internal, ...] = (
     ),
     Internal(
         DOT,
+        "TokenView.authorization_flow_token_response (overridden: after the grant's transaction it reads "
+        "the access token it issued back by checksum with .get(), to send app_authorized)",
+        ("authserver/oauth/token_view.py",),
+        "def authorization_flow_token_response",
+        "a revocation that commits between the issuance and that read (the person's, a code's second use) "
+        "makes it DoesNotExist: answered invalid_grant, never a 500",
+    ),
+    Internal(
+        DOT,
+        "OAuth2Validator.save_bearer_token wrapped in a transaction of ours: its _save_bearer_token locks the "
+        "refresh token by pk, marks it revoked and saves the new pair there, and reads the code's Grant by code "
+        "for its resource; invalidate_authorization_code (replaced) is what deletes the Grant, after save_token",
+        ("authserver/oauth/validators.py",),
+        "def save_bearer_token",
+        "each grant is exchanged at most once: the person's lock and the grant's row, read again under its lock "
+        "(authserver.core.exchange), before DOT saves; the code is spent in the same transaction",
+    ),
+    Internal(
+        DOT,
         "OAuth2Validator._check_and_set_request_resource (overridden; also called by the ID-JAG grant "
         "before it checks the assertion)",
         ("authserver/oauth/validators.py", "authserver/enterprise/id_jag.py"),

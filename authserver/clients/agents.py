@@ -16,7 +16,7 @@ It authenticates at the token endpoint in one of two ways, chosen when it is mad
 
 Revoking an agent ends it at once: in one transaction its row is marked revoked, its
 application loses its secret and keys (so it can no longer authenticate), and its tokens are
-deleted (``authserver.core.tokens.revoke_tokens``: the next tool call gets 401). The row stays, so
+deleted (``authserver.core.revocation.access_revoke``: the next tool call gets 401). The row stays, so
 that the notes it wrote still name it.
 """
 
@@ -35,8 +35,8 @@ from oauth2_provider.generators import generate_client_secret
 from oauth2_provider.models import get_application_model
 
 from authserver.clients.assertions import key_set_problem
+from authserver.core.revocation import access_revoke
 from authserver.core.scopes import ALL_SCOPES
-from authserver.core.tokens import revoke_tokens
 from authserver.models import ClientKeys, HeadlessAgent
 from common.audit import audit
 from common.inputs import SURROGATE, text_problem
@@ -209,7 +209,7 @@ def agent_revoke(*, agent: HeadlessAgent, by: str = "person") -> bool:
     application.hash_client_secret = False
     application.save(update_fields=["client_secret", "hash_client_secret"])
     ClientKeys.objects.filter(client_id=application.client_id).delete()
-    revoke_tokens(user=agent.owner, application=application, by=by)
+    access_revoke(user=agent.owner, application=application, by=by)
     # Ids only: the agent's name is the person's words, which the log does not carry.
     owner_id, client_id = agent.owner_id, application.client_id
     transaction.on_commit(lambda: audit("agent.revoked", user_id=owner_id, client_id=client_id, by=by))

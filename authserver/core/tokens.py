@@ -1,6 +1,8 @@
-"""Issuing and revoking tokens: operator tokens for headless agents, and revocation for
-the ``revoke_tokens`` command and the connected-applications page. The MCP endpoint
-only checks tokens (``mcp_endpoint.auth``); everything that writes them lives here.
+"""Issuing tokens: operator tokens for headless agents, and the lock that puts a person's
+issuances and revocations in one order. The MCP endpoint only checks tokens
+(``mcp_endpoint.auth``); the token endpoint issues them through DOT's validator
+(``authserver.oauth.validators``, each grant exchanged once: ``authserver.core.exchange``), and
+every revocation is ``authserver.core.revocation.access_revoke``.
 """
 
 import datetime as dt
@@ -8,13 +10,13 @@ import secrets
 from collections.abc import Iterable
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 from oauth2_provider.models import (
     get_access_token_model,
     get_application_model,
-    get_refresh_token_model,
     set_token_value,
 )
 
@@ -23,6 +25,18 @@ from common.audit import audit
 
 # What a person reads after "written by" and on Connected applications (migration 0002 renamed it).
 OPERATOR_APPLICATION_NAME = "a command-line token (mint_token)"
+
+
+def person_lock(*, user_id: int) -> None:
+    """Lock the person's row until the transaction ends, the first lock every issuance and every
+    revocation of their tokens takes (a no-op on SQLite, which runs one write transaction at a time).
+
+    So the two never interleave: a revocation waits for a grant being exchanged and then ends
+    what it issued, and an exchange that waited for a revocation finds its code or refresh token
+    gone. Taken first by both, before any token row, so that neither can hold a row the other
+    waits for. ``FOR NO KEY UPDATE``: the foreign keys of other rows naming the person (a tool
+    call's last use, say) do not wait for it."""
+    get_user_model().objects.select_for_update(no_key=True).filter(pk=user_id).values_list("pk").first()
 
 
 def mint_access_token(*, user: AbstractBaseUser, scopes: Iterable[str], lifetime: dt.timedelta) -> str:
@@ -55,7 +69,9 @@ def mint_access_token(*, user: AbstractBaseUser, scopes: Iterable[str], lifetime
         resource=[settings.CODEX_RESOURCE_URL],
     )
     set_token_value(token, raw)
-    token.save()
+    with transaction.atomic():
+        person_lock(user_id=user.pk)  # a revocation under way ends before this token begins
+        token.save()
     audit(
         "token.granted",
         user_id=user.pk,
@@ -66,43 +82,3 @@ def mint_access_token(*, user: AbstractBaseUser, scopes: Iterable[str], lifetime
         expires=token.expires.isoformat(),
     )
     return raw
-
-
-# Who revokes, as the audit line says (``by``).
-REVOKED_BY = ("person", "operator", "client", "deactivation", "deprovisioning", "account_deletion")
-
-
-@transaction.atomic
-def revoke_tokens(*, user: AbstractBaseUser, by: str, application: object | None = None) -> tuple[int, int]:
-    """Revoke a user's refresh and access tokens (only those of ``application``, if given),
-    and write the audit line (``by``: one of ``REVOKED_BY``).
-
-    Returns (refresh tokens revoked, remaining access tokens deleted).
-    """
-    if by not in REVOKED_BY:
-        raise ValueError(f"by must be one of {', '.join(REVOKED_BY)}")
-    refresh_tokens = get_refresh_token_model().objects.filter(user=user, revoked__isnull=True)
-    access_tokens = get_access_token_model().objects.filter(user=user)
-    if application is not None:
-        refresh_tokens = refresh_tokens.filter(application=application)
-        access_tokens = access_tokens.filter(application=application)
-    revoked = 0
-    for refresh_token in refresh_tokens:
-        refresh_token.revoke()  # DOT's own revoke also deletes its access token
-        revoked += 1
-    deleted, _ = access_tokens.delete()
-    # An organization's grant (an ID-JAG's) goes with the tokens: the application is no longer
-    # connected, until the organization's IdP grants it again.
-    from authserver.models import OrganizationGrant
-
-    grants = OrganizationGrant.objects.filter(user=user)
-    (grants if application is None else grants.filter(application=application)).delete()
-    audit(
-        "token.revoked",
-        user_id=user.pk,
-        client_id=getattr(application, "client_id", None),
-        by=by,
-        refresh_tokens=revoked,
-        access_tokens=deleted,
-    )
-    return revoked, deleted

@@ -8,18 +8,19 @@ resource is refused with ``invalid_target``. PKCE must use S256: a ``plain`` or
 missing method is refused before the consent page is shown.
 """
 
+import json
 import logging
 from urllib.parse import parse_qs, urlsplit
 
 from django.conf import settings
 from django.db import transaction
 from oauth2_provider.cimd import is_cimd_client_id
-from oauth2_provider.models import get_access_token_model, get_refresh_token_model
+from oauth2_provider.models import get_access_token_model, get_grant_model, get_refresh_token_model
 from oauth2_provider.oauth2_validators import OAuth2Validator
 from oauthlib.oauth2.rfc6749 import errors
 
 from authserver.clients import agents, assertions, cimd, registration
-from authserver.core import policy
+from authserver.core import exchange, policy
 from authserver.core.token_check import token_checksum
 from authserver.enterprise import id_jag
 from authserver.enterprise.id_jag import GRANT_TYPE as JWT_BEARER
@@ -248,6 +249,84 @@ class CodexOAuth2Validator(OAuth2Validator):
                 refresh_tokens=sum(isinstance(row, get_refresh_token_model()) for row in found),
                 access_tokens=sum(isinstance(row, get_access_token_model()) for row in found),
             )
+
+    # --- token issuance: each grant exchanged at most once (authserver.core.exchange) -----------
+
+    def validate_code(self, client_id, code, client, request, *args, **kwargs):
+        # DOT reads the code's row anew for each check of the request (the PKCE challenge, its
+        # method, the redirect URI): a redemption of the same code that deleted it between two of
+        # them made the next read a 500. It is read once, here; the checks below use this copy,
+        # and save_bearer_token reads it again under its row's lock before anything is issued.
+        grant = get_grant_model().objects.filter(code=code, application=client).select_related("user").first()
+        if grant is None:
+            # Used already (or never issued): a second use revokes what the first issued.
+            exchange.code_replayed(code=code, application=client)
+            return False
+        if grant.is_expired():
+            return False
+        request.code_grant = grant
+        request.scopes = grant.scope.split(" ")
+        request.user = grant.user
+        if grant.nonce:
+            request.nonce = grant.nonce
+        if grant.claims:
+            request.claims = json.loads(grant.claims)
+        return True
+
+    def get_code_challenge(self, code, request):
+        if (grant := getattr(request, "code_grant", None)) is None:
+            return super().get_code_challenge(code, request)
+        return grant.code_challenge or None
+
+    def get_code_challenge_method(self, code, request):
+        if (grant := getattr(request, "code_grant", None)) is None:
+            return super().get_code_challenge_method(code, request)
+        return grant.code_challenge_method or None
+
+    def confirm_redirect_uri(self, client_id, code, redirect_uri, client, request, *args, **kwargs):
+        if (grant := getattr(request, "code_grant", None)) is None:
+            return super().confirm_redirect_uri(client_id, code, redirect_uri, client, request, *args, **kwargs)
+        return grant.redirect_uri_allowed(redirect_uri)
+
+    def save_bearer_token(self, token, request, *args, **kwargs):
+        """DOT's, in a transaction that first takes the person's lock and reads the code or the
+        refresh token again under its own (``exchange.grant_hold``), and spends the code with the
+        tokens it issues: a grant exchanged meanwhile, or revoked, gets ``invalid_grant`` and
+        nothing is issued. A code found spent here was used twice: what its first use issued is
+        revoked, once this transaction has rolled back."""
+        code = request.code if request.grant_type == "authorization_code" else None
+        refresh_token = request.refresh_token if request.grant_type == "refresh_token" else None
+        # A headless agent's grant names its person only once the agent's row is read under the
+        # agent's lock (_create_access_token); every other grant names them before it issues.
+        user = None if request.grant_type == CLIENT_CREDENTIALS else getattr(request, "user", None)
+        try:
+            with transaction.atomic():
+                exchange.grant_hold(
+                    user_id=getattr(user, "pk", None),
+                    code=code,
+                    application=request.client,
+                    refresh_token=refresh_token,
+                )
+                saved = super().save_bearer_token(token, request, *args, **kwargs)
+                if code is not None:
+                    exchange.code_redeemed(
+                        code=code,
+                        application=request.client,
+                        user=user,
+                        expires=request.code_grant.expires,
+                        issued=token,
+                    )
+                return saved
+        except exchange.GrantSpent as spent:
+            if code is not None:
+                exchange.code_replayed(code=code, application=request.client)
+            raise errors.InvalidGrantError(description=str(spent), request=request) from None
+
+    def invalidate_authorization_code(self, client_id, code, request, *args, **kwargs):
+        # Spent already, in the transaction that issued its tokens (save_bearer_token). DOT's
+        # deletes it here, after that transaction, which let a second redemption issue tokens
+        # in between.
+        return None
 
     def save_authorization_code(self, client_id, code, request, *args, **kwargs):
         resources = _as_list(getattr(request, "resource", None))

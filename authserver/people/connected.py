@@ -21,8 +21,9 @@ from oauth2_provider.models import get_access_token_model, get_application_model
 from oauth2_provider.settings import oauth2_settings
 
 from authserver.clients import agents
+from authserver.core.revocation import access_revoke
 from authserver.core.scopes import ALL_SCOPES
-from authserver.core.tokens import OPERATOR_APPLICATION_NAME, revoke_tokens
+from authserver.core.tokens import OPERATOR_APPLICATION_NAME
 from authserver.models import ClientUse, HeadlessAgent, OrganizationGrant
 from authserver.people.account import sso_signed_in_again
 from common.inputs import ascii_int
@@ -187,7 +188,7 @@ def revoke_client(request: HttpRequest, application_id: int) -> HttpResponse:
     if agent is not None:
         agents.agent_revoke(agent=agent, by="person")
     else:
-        revoke_tokens(user=request.user, application=application, by="person")
+        access_revoke(user=request.user, application=application, by="person")
     # Its notes stay: the page offers to review what it wrote rather than deleting anything.
     return redirect(f"{reverse('authserver:clients')}?revoked={application.pk}")
 
