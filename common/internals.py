@@ -240,6 +240,27 @@ REGISTER: tuple[Internal, ...] = (
         "_check_and_set_request_resource",
         "a missing resource is pinned to this server's and any other refused (invalid_target)",
     ),
+    Internal(
+        DOT,
+        "Application.get_allowed_schemes and Application.redirect_uri_allowed replaced on DOT's own "
+        "Application class at start-up (AbstractApplication.redirect_uri_allowed, DOT's match, still called); "
+        "AbstractApplication.clean checks each redirect URI's scheme against get_allowed_schemes, and "
+        "OAuth2Validator.validate_redirect_uri asks redirect_uri_allowed",
+        ("authserver/clients/redirect_uris.py",),
+        "Application.redirect_uri_allowed = ",
+        "one redirect-URI rule: DOT documents both as an application model's methods to override (this project "
+        "keeps DOT's model, whose tables cannot be swapped), so DOT's clean accepts an application exactly when "
+        "the rule accepts each of its redirect URIs, and nobody is sent to a URI the rule refuses",
+    ),
+    Internal(
+        DOT,
+        "oauth2_provider.http.OAuth2ResponseRedirect(url, allowed_schemes), built as "
+        "BaseAuthorizationView.redirect builds it",
+        ("authserver/oauth/views.py",),
+        "OAuth2ResponseRedirect(",
+        "the authorization view's redirect checks the scheme against the client's redirect URIs the rule "
+        "accepts, also for an error DOT found before it loaded the client (it passes no application)",
+    ),
     # --- oauthlib: the jwt-bearer grant DOT does not have ---------------------------------------
     Internal(
         OAUTHLIB,
