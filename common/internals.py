@@ -98,6 +98,15 @@ REGISTER: tuple[Internal, ...] = (
         "health_check_done",
         "a quiet idle connection passes the health check without Django's SELECT 1 round trip",
     ),
+    # --- Django: a registration's metadata, as DOT's view reads it ------------------------------
+    Internal(
+        DJANGO,
+        "HttpRequest._body (set: what request.body returns once it has been read)",
+        ("authserver/clients/registration.py",),
+        "request._body = ",
+        "RFC 7591 §3.2.1: a registration is registered with the grant types this server serves, and DOT's "
+        "registration views read the metadata from request.body alone",
+    ),
     # --- Django: model instances and values (notebook.sql.converters, statements) --------------
     Internal(
         DJANGO,

@@ -20,6 +20,7 @@ from mcp_endpoint.auth import token_checksum
 from tests.live import LiveServerTestCase
 from tests.mcp_client import success_of, with_client
 from tests.oauth_helpers import Browser, pkce_pair, query_of
+from tests.sdk_oauth import LoopbackMetadataServer
 
 Application = get_application_model()
 AccessToken = get_access_token_model()
@@ -233,6 +234,22 @@ class DesktopClientsTest(LiveServerTestCase):
         self.assertIn("your answer goes to <strong>Visual Studio Code</strong>", " ".join(page.text.split()))
         received = self.approve(page, callback)
         self.assert_signed_in_as_alice(self.redeem(registered["client_id"], received["code"], verifier, callback))
+
+    def test_vscode_registers_as_its_source_does_and_is_registered_with_the_grants_served_here(self) -> None:
+        for name, body in [("today", VSCODE_REGISTRATION), ("with device code", VSCODE_REGISTRATION_WITH_DEVICE_CODE)]:
+            with self.subTest(name):
+                registered = self.register(body)
+                # RFC 7591 §3.2.1: registered with the grant types this server serves, and told so.
+                self.assertEqual(registered["grant_types"], ["authorization_code", "refresh_token"])
+                self.assertEqual(registered["redirect_uris"], body["redirect_uris"])
+                self.assert_signed_in_as_alice(self.sign_in(registered["client_id"], VSCODE_CALLBACK, scope=BOTH))
+
+    def test_vscode_with_its_metadata_document_that_also_names_the_device_code_grant(self) -> None:
+        with LoopbackMetadataServer() as metadata:
+            metadata.document = vscode_metadata_document(metadata.url)
+            tokens = self.sign_in(metadata.url, VSCODE_CALLBACK, scope=BOTH)
+        self.assert_signed_in_as_alice(tokens)
+        self.assertEqual(Application.objects.get(client_id=metadata.url).registration_source, "cimd")
 
     def test_a_registration_with_no_scope_gets_the_default_scope_at_the_token_endpoint(self) -> None:
         body = {key: value for key, value in VSCODE_REGISTRATION.items() if key != "scope"}

@@ -118,16 +118,12 @@ def _check_document(client_id: str, metadata: dict[str, Any]) -> assertions.Decl
         named = f" ({refused.shown_uri()})" if refused.shown_uri() else ""
         problem = f'one of its "redirect_uris"{named} could not be used: {refused.problem}'
         raise DocumentRefused(problem, refused.fix) from None
-    grant_types = metadata.get("grant_types", ["authorization_code"])
-    if (
-        not isinstance(grant_types, list)
-        or "authorization_code" not in grant_types
-        or not set(map(str, grant_types)) <= {"authorization_code", "refresh_token"}
-    ):
+    try:
+        registration.registered_grant_types(metadata.get("grant_types", ["authorization_code"]))
+    except registration.GrantTypesRefused as refused:
         raise DocumentRefused(
-            'its "grant_types" are not "authorization_code" (with "refresh_token"), the only ones this server serves',
-            'declare "grant_types": ["authorization_code", "refresh_token"]',
-        )
+            f"its {refused}", 'declare "grant_types": ["authorization_code", "refresh_token"]'
+        ) from None
     if not isinstance(metadata.get("client_name", ""), str):
         raise DocumentRefused('its "client_name" is not a text', 'make "client_name" a string, or leave it out')
     return declaration
