@@ -330,6 +330,26 @@ class DotSeamsTest(SimpleTestCase):
                 self.assertEqual(list(inspect.signature(method).parameters), parameters)
 
 
+class TheRuleNeverFailsTest(SimpleTestCase):
+    @examples(max_examples=500, deadline=None)
+    @given(
+        uri=st.text(alphabet=st.characters(codec=None), max_size=40)
+        | st.builds("{}:{}".format, st.sampled_from(["http", "https", "cursor", "x"]), st.text(max_size=40))
+        | st.none()
+        | st.integers()
+        | st.lists(st.text(max_size=5), max_size=2),
+        public_client=st.booleans(),
+    )
+    def test_it_accepts_or_refuses_in_words_whatever_it_is_given(self, uri, public_client) -> None:
+        from authserver.clients.redirect_uris import RedirectURIRefused, redirect_uri_check
+
+        try:
+            redirect_uri_check(uri, public=public_client)
+        except RedirectURIRefused as refused:
+            self.assertTrue(refused.problem.startswith("it "), refused.problem)
+            self.assertTrue(refused.fix)
+
+
 class DotAgreesWithTheRuleTest(HypothesisTestCase):
     """django-oauth-toolkit's own check of an application (its model's clean, which the
     registration view and the admin run) accepts an application exactly when the rule accepts
