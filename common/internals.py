@@ -100,6 +100,15 @@ REGISTER: tuple[Internal, ...] = (
         "health_check_done",
         "a quiet idle connection passes the health check without Django's SELECT 1 round trip",
     ),
+    # --- Django: a registration's metadata, as DOT's view reads it ------------------------------
+    Internal(
+        DJANGO,
+        "HttpRequest._body (set: what request.body returns once it has been read)",
+        ("authserver/clients/registration.py",),
+        "request._body = ",
+        "RFC 7591 §3.2.1: a registration is registered with the grant types this server serves, and DOT's "
+        "registration views read the metadata from request.body alone",
+    ),
     # --- Django: model instances and values (notebook.sql.converters, statements) --------------
     Internal(
         DJANGO,
@@ -270,6 +279,27 @@ REGISTER: tuple[Internal, ...] = (
         ("authserver/oauth/validators.py", "authserver/enterprise/id_jag.py"),
         "_check_and_set_request_resource",
         "a missing resource is pinned to this server's and any other refused (invalid_target)",
+    ),
+    Internal(
+        DOT,
+        "Application.get_allowed_schemes and Application.redirect_uri_allowed replaced on DOT's own "
+        "Application class at start-up (AbstractApplication.redirect_uri_allowed, DOT's match, still called); "
+        "AbstractApplication.clean checks each redirect URI's scheme against get_allowed_schemes, and "
+        "OAuth2Validator.validate_redirect_uri asks redirect_uri_allowed",
+        ("authserver/clients/redirect_uris.py",),
+        "Application.redirect_uri_allowed = ",
+        "one redirect-URI rule: DOT documents both as an application model's methods to override (this project "
+        "keeps DOT's model, whose tables cannot be swapped), so DOT's clean accepts an application exactly when "
+        "the rule accepts each of its redirect URIs, and nobody is sent to a URI the rule refuses",
+    ),
+    Internal(
+        DOT,
+        "oauth2_provider.http.OAuth2ResponseRedirect(url, allowed_schemes), built as "
+        "BaseAuthorizationView.redirect builds it",
+        ("authserver/oauth/views.py",),
+        "OAuth2ResponseRedirect(",
+        "the authorization view's redirect checks the scheme against the client's redirect URIs the rule "
+        "accepts, also for an error DOT found before it loaded the client (it passes no application)",
     ),
     # --- oauthlib: the jwt-bearer grant DOT does not have ---------------------------------------
     Internal(
