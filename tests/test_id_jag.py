@@ -8,6 +8,7 @@ Here the IdP's discovery document and key set are served over https from loopbac
 are signed in the test (each negative needs a forged one); tests/test_id_jag_idp.py has a real
 OpenID provider mint them for the SDK's client."""
 
+import datetime as dt
 import hashlib
 import hmac
 import json
@@ -21,6 +22,8 @@ from allauth.socialaccount.models import SocialAccount
 from cryptography.hazmat.primitives import serialization
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.core.cache import cache
+from django.db import connection
 from django.test import TestCase, override_settings
 from django.utils import timezone
 from oauth2_provider.models import AccessToken, Application, RefreshToken
@@ -336,6 +339,70 @@ class IdJagGrantTest(IdJagTestCase):
         self.assertFalse(AccessToken.objects.exists())
         self.assertFalse(OrganizationGrant.objects.exists())
         self.assertNotIn("Acme agent", self.client.get("/account/clients/").content.decode())
+
+
+def seconds_kept(kind: str) -> float:
+    """How long from now the one row of the ``default`` cache whose key holds ``kind`` lives."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT expires FROM codex_cache WHERE cache_key LIKE %s", [f"%:{kind}:%"])
+        [(expires,)] = cursor.fetchall()
+    if isinstance(expires, str):  # SQLite's text, in UTC
+        expires = dt.datetime.fromisoformat(expires)
+    if expires.tzinfo is None:
+        expires = expires.replace(tzinfo=dt.UTC)
+    return (expires - timezone.now()).total_seconds()
+
+
+class IdJagKeySetTest(IdJagTestCase):
+    """The IdP's key set is fetched, checked and kept as a client's is (authserver.clients.key_sets)."""
+
+    def serve_keys(self, keys: list[Any], *, cache_control: str | None = None) -> None:
+        """Serve ``keys`` as the IdP's set from now on, with nothing of an earlier set kept."""
+        cache.clear()
+        original = self.documents.documents["/jwks"]
+        self.documents.documents["/jwks"] = {"keys": keys}
+        self.addCleanup(self.documents.documents.__setitem__, "/jwks", original)
+        if cache_control is not None:
+            self.documents.cache_control = cache_control
+            self.addCleanup(setattr, self.documents, "cache_control", "max-age=600")
+
+    def test_a_key_set_that_publishes_a_private_or_symmetric_key_is_not_trusted_at_all(self) -> None:
+        good = public_jwk(KEY, "idp-1", "RS256")
+        private = {**public_jwk(OTHER_KEY, "idp-2", "RS256"), "d": "c2VjcmV0"}
+        symmetric = {"kty": "oct", "kid": "idp-3", "k": "c2VjcmV0"}
+        for name, keys in {"private": [good, private], "symmetric": [good, symmetric]}.items():
+            with self.subTest(name):
+                self.serve_keys(keys)
+                # Signed with the good key: the set that publishes a secret beside it is refused whole.
+                self.assert_refused_storing_nothing(signed(self.claims()), "private or symmetric key")
+
+    def test_a_key_set_that_is_not_one_is_refused(self) -> None:
+        good = public_jwk(KEY, "idp-1", "RS256")
+        cases = {
+            "too many keys": ([good] * 33, "at most 32"),
+            "a key without kty": ([good, {"kid": "idp-2"}], "not a JSON Web Key"),
+            "a key that is not an object": ([good, "idp-2"], "not a JSON Web Key"),
+            "no key": ([], "holds no key"),
+        }
+        for name, (keys, words) in cases.items():
+            with self.subTest(name):
+                self.serve_keys(keys)
+                self.assert_refused_storing_nothing(signed(self.claims()), words)
+
+    def test_a_failed_fetch_is_remembered_a_minute_as_a_clients_is(self) -> None:
+        discovery = "/.well-known/openid-configuration"
+        original = self.documents.documents.pop(discovery)
+        self.addCleanup(self.documents.documents.__setitem__, discovery, original)
+        self.assert_refused_storing_nothing(signed(self.claims()), "could not be fetched")
+        self.assertGreater(seconds_kept("idp-jwks-failed"), 59)
+        fetched = self.documents.fetched.get(discovery, 0)
+        self.assert_refused_storing_nothing(signed(self.claims()), "could not be fetched")
+        self.assertEqual(self.documents.fetched.get(discovery, 0), fetched)
+
+    def test_the_key_set_is_kept_ten_minutes_at_most_whatever_its_cache_control_says(self) -> None:
+        self.serve_keys([public_jwk(KEY, "idp-1", "RS256")], cache_control="max-age=86400")
+        self.assertEqual(self.present(signed(self.claims())).status_code, 200)
+        self.assertLessEqual(seconds_kept("idp-jwks"), 600)
 
 
 class IdJagRefusalTest(IdJagTestCase):
