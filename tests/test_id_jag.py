@@ -192,6 +192,14 @@ class IdJagGrantTest(IdJagTestCase):
         response = self.present(signed(self.claims()))
         self.assertEqual(set(response.json()["scope"].split()), set(BOTH.split()))
 
+    def test_without_a_requested_scope_it_gets_those_of_the_id_jag_this_server_offers(self) -> None:
+        # An IdP may grant scopes of its own beside this server's (openid, another resource's):
+        # asked for nothing, the client gets this server's share, as it would asking for them.
+        response = self.present(signed(self.claims(scope="openid notes:read profile notes:write")))
+        self.assertEqual(response.status_code, 200, response.content)
+        self.assertEqual(set(response.json()["scope"].split()), set(BOTH.split()))
+        self.assertEqual(set(AccessToken.objects.get().scope.split()), set(BOTH.split()))
+
     def test_a_public_client_is_refused_unless_the_operator_allows_public_clients(self) -> None:
         # The draft's security considerations: the grant SHOULD only be supported for
         # confidential clients; anyone who holds a public client's ID-JAG could redeem it.

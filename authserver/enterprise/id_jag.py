@@ -37,8 +37,8 @@ life, a ``jti`` used once), with the ID-JAG's profile (``ID_JAG``):
   verified (``email_verified`` exactly true), whatever ``signup`` says; else it gets an account
   only where the provider's ``signup`` is on, named by the ID-JAG's ``email`` of one of the
   provider's domains that no account has yet. A deactivated person is refused;
-- the scopes are those asked for (all of ``scope`` in the ID-JAG when none are) that the ID-JAG
-  also grants; none left is a refusal;
+- the scopes are those asked for (all of this server's that ``scope`` in the ID-JAG names, when
+  none are) that the ID-JAG also grants; none left is a refusal;
 - its ``jti`` was not used before (``authserver.core.replay``, spent last, in the transaction that
   issues the token, so a refused request stores nothing at all).
 
@@ -68,6 +68,7 @@ from oauthlib.oauth2.rfc6749.grant_types.base import GrantTypeBase
 from authserver.clients import assertions, registration, signed_jwt
 from authserver.clients.key_sets import KeySetSource
 from authserver.core import policy
+from authserver.core.scopes import ALL_SCOPES
 from authserver.enterprise.scim import links
 from authserver.enterprise.sso import domain_allowed
 from authserver.models import OrganizationGrant
@@ -313,11 +314,13 @@ class IdJagGrant(GrantTypeBase):
                 network=network_of(address) if address else None,
             )
             granted = set(claims.get("scope", "").split())
-            asked = set((request.scope or "").split()) or granted
+            # Asked for nothing, the client asks for this server's scopes: an IdP may grant others
+            # beside them (openid, another resource's), which are not this server's to give.
+            asked = set((request.scope or "").split()) or set(ALL_SCOPES)
             scopes = sorted(asked & granted)
             if not scopes:
                 raise Refused(
-                    "none of the scopes asked for is granted by the ID-JAG (it grants: "
+                    f"none of the scopes asked for ({' '.join(sorted(asked))}) is granted by the ID-JAG (it grants: "
                     f"{' '.join(sorted(granted)) or 'nothing'}); ask the IdP for an ID-JAG with them"
                 )
             if not self.request_validator.validate_scopes(request.client_id, scopes, request.client, request):
