@@ -479,6 +479,15 @@ class IdJagRefusalTest(IdJagTestCase):
         self.assert_refused_storing_nothing(assertion, "none of the scopes asked for", scope="notes:write")
         self.assert_refused_storing_nothing(signed(self.claims(scope=None)), "none of the scopes")
 
+    def test_a_subject_longer_than_a_sign_in_link_holds_is_refused(self) -> None:
+        # allauth's SocialAccount.uid holds 191 characters: a longer sub could never be linked
+        # (PostgreSQL refuses the row), so it is refused before anything is written.
+        limit = SocialAccount._meta.get_field("uid").max_length
+        claims = self.claims(sub="s" * (limit + 1), email="bea@acme.test")
+        self.assert_refused_storing_nothing(signed(claims), f"sub must be a string of 1 to {limit} characters")
+        response = self.present(signed(self.claims(sub="s" * limit, email="bea@acme.test")))
+        self.assertEqual(response.status_code, 200, response.content)
+
     def test_a_deactivated_person_is_refused(self) -> None:
         get_user_model().objects.filter(pk=self.alice.pk).update(is_active=False)
         self.assert_refused_storing_nothing(signed(self.claims()), "deactivated")

@@ -91,7 +91,9 @@ ID_JAG = signed_jwt.Profile(
     ),
     renew="; ask the IdP for a new one",
 )
-MAX_SUB_CHARS = 255
+# The sub is kept as the person's sign-in link (allauth's SocialAccount.uid): a longer one could
+# never be linked.
+MAX_SUB_CHARS = SocialAccount._meta.get_field("uid").max_length
 
 
 class Refused(Exception):
