@@ -17,7 +17,12 @@ It authenticates at the token endpoint in one of two ways, chosen when it is mad
 Revoking an agent ends it at once: in one transaction its row is marked revoked, its
 application loses its secret and keys (so it can no longer authenticate), and its tokens are
 deleted (``authserver.core.revocation.access_revoke``: the next tool call gets 401). The row stays, so
-that the notes it wrote still name it.
+that the notes it wrote still name it. An agent whose owner may not hold tokens gets none
+(``authserver.core.tokens.person_may_hold_tokens``, asked under the owner's lock as the token is
+issued), and none is made for them.
+
+Locks, in the order every issuance and revocation takes them: the person's row
+(``authserver.core.tokens.person_lock``), then the agent's.
 """
 
 import json
@@ -27,7 +32,6 @@ import jwt
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
@@ -37,6 +41,7 @@ from oauth2_provider.models import get_application_model
 from authserver.clients.assertions import key_set_problem
 from authserver.core.revocation import access_revoke
 from authserver.core.scopes import ALL_SCOPES
+from authserver.core.tokens import PersonShutOut, person_hold, person_lock
 from authserver.models import ClientKeys, HeadlessAgent
 from common.audit import audit
 from common.inputs import SURROGATE, text_problem
@@ -141,7 +146,8 @@ def agent_create(
 ) -> CreatedAgent:
     """Make a headless agent for ``owner``: with ``public_key`` (a JWKS or a PEM public key) it
     authenticates with ``private_key_jwt``, without it with a new secret (returned once, stored
-    hashed). ``AgentRefused`` says why not, and nothing is written then.
+    hashed). ``AgentRefused`` says why not (a person who may not hold tokens among the reasons), and
+    nothing is written then.
 
     At most ``CODEX_AGENTS_PER_PERSON`` live agents per person, also under concurrent requests: the
     person's row is locked while they are counted."""
@@ -154,8 +160,12 @@ def agent_create(
     if not scopes or not set(scopes) <= set(ALL_SCOPES):
         raise AgentRefused(f"Choose what the agent may do: {' and/or '.join(ALL_SCOPES)}.")
     jwks = parse_public_key(public_key) if public_key and public_key.strip() else None
-    # Serialises this person's creations (a no-op lock on SQLite, whose writes are serial anyway).
-    get_user_model().objects.select_for_update().filter(pk=owner.pk).first()
+    # Serialises this person's creations (a no-op lock on SQLite, whose writes are serial anyway),
+    # and their shutting out: an agent is made for a person who may hold tokens, or not at all.
+    try:
+        person_hold(user_id=owner.pk)
+    except PersonShutOut:
+        raise AgentRefused("Your account is deactivated on this server: no agent can be made for it.") from None
     if live_agents(owner=owner).count() >= settings.CODEX_AGENTS_PER_PERSON:
         raise AgentRefused(
             f"You have {settings.CODEX_AGENTS_PER_PERSON} headless agents, as many as this server allows "
@@ -195,10 +205,11 @@ def agent_create(
 @transaction.atomic
 def agent_revoke(*, agent: HeadlessAgent, by: str = "person") -> bool:
     """Revoke a headless agent: it can no longer authenticate, and its tokens are deleted (the
-    next tool call gets 401). False if it was revoked already. The agent's row is locked first,
-    so that a token the endpoint is issuing for it at this moment either is deleted here or is
-    refused there (``CodexOAuth2Validator._create_access_token`` reads the row under the same
-    lock)."""
+    next tool call gets 401). False if it was revoked already. Its owner's row is locked first and
+    then the agent's, as a token being issued for it takes them (the owner's in
+    ``exchange.grant_hold``, the agent's in ``CodexOAuth2Validator._create_access_token``), so that
+    such a token either is deleted here or is refused there."""
+    person_lock(user_id=agent.owner_id)  # an agent's owner never changes
     agent = HeadlessAgent.objects.select_for_update().select_related("application", "owner").get(pk=agent.pk)
     if agent.revoked is not None:
         return False
