@@ -35,6 +35,7 @@ from authserver.people import leaving
 from mcp_endpoint.auth import token_checksum
 from tests.base import authorization_code, on_postgres
 from tests.hosted_clients import public_jwk, rsa_key
+from tests.http_client import call_tool
 from tests.live import LiveServerTestCase
 from tests.loopback_http import DocumentsServer
 from tests.oauth_helpers import exchange_code, refresh
@@ -139,6 +140,48 @@ class DeactivatedPersonTest(PersonTestCase):
         self.assertFalse(HeadlessAgent.objects.exists())
 
 
+class AgentsEndWithTheirPersonTest(PersonTestCase):
+    """Deprovisioning (SCIM, leaving) and deactivation (the admin's checkbox, ``user.save()``)
+    revoke every live headless agent of the person, through ``agents.agent_revoke``: its secret or
+    keys are gone, so reactivating the person brings no agent back, as it brings no token back."""
+
+    def assertAgentEnded(self, agent: agents.CreatedAgent, by: str, logs: Any) -> None:
+        row = HeadlessAgent.objects.select_related("application").get(pk=agent.agent.pk)
+        self.assertIsNotNone(row.revoked)
+        self.assertEqual(row.application.client_secret, "")
+        self.assertIn((agent.client_id, by), [(r.client_id, r.by) for r in logs.records if r.event == "agent.revoked"])
+        get_user_model().objects.filter(pk=self.alice.pk).update(is_active=True)
+        answer = self.agent_token(agent)
+        self.assertEqual((answer.status_code, answer.json()["error"]), (401, "invalid_client"), answer.text)
+        self.assertEqual(AccessToken.objects.filter(application__client_id=agent.client_id).count(), 0)
+
+    def test_deprovisioning_revokes_her_agents_and_the_tokens_they_hold(self) -> None:
+        agent = self.make_agent()
+        held = self.agent_token(agent)
+        self.assertEqual(held.status_code, 200, held.text)
+        with self.assertLogs("codex.access.audit", "INFO") as logs:
+            leaving.shut_out(user=self.alice, by="deprovisioning")
+        self.assertEqual(
+            call_tool(self.mcp_url, held.json()["access_token"], "field_notes_search", {}).status_code, 401
+        )
+        self.assertAgentEnded(agent, "deprovisioning", logs)
+
+    def test_deactivation_by_saving_the_person_revokes_her_agents(self) -> None:
+        agent = self.make_agent()
+        self.alice.is_active = False
+        with self.assertLogs("codex.access.audit", "INFO") as logs:
+            self.alice.save()
+        self.assertAgentEnded(agent, "deactivation", logs)
+
+    def test_someone_elses_agent_stays(self) -> None:
+        bob = self.make_user("bob")
+        bobs = agents.agent_create(owner=bob, name="bob's", scopes=["notes:read"])
+        self.make_agent()
+        leaving.shut_out(user=self.alice, by="deprovisioning")
+        self.assertIsNone(HeadlessAgent.objects.get(pk=bobs.agent.pk).revoked)
+        self.assertEqual(self.agent_token(bobs).status_code, 200)
+
+
 class HeldLockTestCase(PersonTestCase):
     """Each issuance reads whether its person may hold tokens under the person's lock: the test
     holds that lock, waits until PostgreSQL shows the issuance waiting for it, shuts the person out
@@ -200,6 +243,7 @@ class HeldLockTest(HeldLockTestCase):
         )
         self.assertRefused(answer, "unauthorized_client")
         self.assertEqual(self.held(), (0, 0))
+        self.assertIsNotNone(HeadlessAgent.objects.get(pk=agent.agent.pk).revoked)
 
     def test_an_agent_made_as_its_owner_is_deprovisioned_is_refused(self) -> None:
         outcome = self.race(

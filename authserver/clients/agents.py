@@ -17,9 +17,11 @@ It authenticates at the token endpoint in one of two ways, chosen when it is mad
 Revoking an agent ends it at once: in one transaction its row is marked revoked, its
 application loses its secret and keys (so it can no longer authenticate), and its tokens are
 deleted (``authserver.core.revocation.access_revoke``: the next tool call gets 401). The row stays, so
-that the notes it wrote still name it. An agent whose owner may not hold tokens gets none
-(``authserver.core.tokens.person_may_hold_tokens``, asked under the owner's lock as the token is
-issued), and none is made for them.
+that the notes it wrote still name it. When its person is shut out (deactivated, deprovisioned,
+leaving), every agent of theirs is revoked so (``agents_revoke``): reactivating them brings no
+agent back, as it brings no token back. Until then, an agent whose owner may not hold tokens gets
+none (``authserver.core.tokens.person_may_hold_tokens``, asked under the owner's lock as the token
+is issued), and none is made for them.
 
 Locks, in the order every issuance and revocation takes them: the person's row
 (``authserver.core.tokens.person_lock``), then the agent's.
@@ -39,7 +41,7 @@ from oauth2_provider.generators import generate_client_secret
 from oauth2_provider.models import get_application_model
 
 from authserver.clients.assertions import key_set_problem
-from authserver.core.revocation import access_revoke
+from authserver.core.revocation import Revoked, access_revoke
 from authserver.core.scopes import ALL_SCOPES
 from authserver.core.tokens import PersonShutOut, person_hold, person_lock
 from authserver.models import ClientKeys, HeadlessAgent
@@ -209,10 +211,31 @@ def agent_revoke(*, agent: HeadlessAgent, by: str = "person") -> bool:
     then the agent's, as a token being issued for it takes them (the owner's in
     ``exchange.grant_hold``, the agent's in ``CodexOAuth2Validator._create_access_token``), so that
     such a token either is deleted here or is refused there."""
+    return _agent_end(agent, by) is not None
+
+
+@transaction.atomic
+def agents_revoke(*, owner: AbstractBaseUser, by: str) -> int:
+    """Revoke every live headless agent of ``owner``, each as ``agent_revoke`` revokes one (its
+    own ``token.revoked`` and ``agent.revoked`` lines, ``by``): what a person's shutting out does
+    (``authserver.people.leaving.shut_out``, ``authserver.signals``). Returns the tokens deleted.
+
+    Under the owner's lock, taken first, so that no agent is made meanwhile (``agent_create``)
+    and none is left live."""
+    person_lock(user_id=owner.pk)
+    rows = 0
+    for agent in live_agents(owner=owner):
+        ended = _agent_end(agent, by)
+        rows += ended.rows if ended is not None else 0
+    return rows
+
+
+def _agent_end(agent: HeadlessAgent, by: str) -> Revoked | None:
+    """``agent_revoke``'s work, in its transaction: what was revoked, None if it was already."""
     person_lock(user_id=agent.owner_id)  # an agent's owner never changes
     agent = HeadlessAgent.objects.select_for_update().select_related("application", "owner").get(pk=agent.pk)
     if agent.revoked is not None:
-        return False
+        return None
     agent.revoked = timezone.now()
     agent.save(update_fields=["revoked"])
     application = agent.application
@@ -220,8 +243,8 @@ def agent_revoke(*, agent: HeadlessAgent, by: str = "person") -> bool:
     application.hash_client_secret = False
     application.save(update_fields=["client_secret", "hash_client_secret"])
     ClientKeys.objects.filter(client_id=application.client_id).delete()
-    access_revoke(user=agent.owner, application=application, by=by)
+    revoked = access_revoke(user=agent.owner, application=application, by=by)
     # Ids only: the agent's name is the person's words, which the log does not carry.
     owner_id, client_id = agent.owner_id, application.client_id
     transaction.on_commit(lambda: audit("agent.revoked", user_id=owner_id, client_id=client_id, by=by))
-    return True
+    return revoked
