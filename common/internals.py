@@ -251,7 +251,7 @@ REGISTER: tuple[Internal, ...] = (
         ("authserver/oauth/validators.py",),
         "def _create_access_token",
         "a headless agent's client-credentials token acts for its owner's codex, and is refused when the agent "
-        "was revoked meanwhile (its row read under the lock agent_revoke takes)",
+        "was revoked meanwhile (its row read under the lock agent_revoke takes, after the owner's lock)",
     ),
     Internal(
         DOT,

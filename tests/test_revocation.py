@@ -1,7 +1,9 @@
 """One revocation, whichever door ends access: the same person with the same tokens of every
-kind, run through each path that revokes, leaves the same rows behind (by the scope the path
-ends: a person's access, their access for one application, or what one authorization code
-issued), and writes one ``token.revoked`` line naming who revoked."""
+kind and a headless agent, run through each path that revokes, leaves the same rows behind (by the
+scope the path ends: a person shut out, with her agents; a person's access; their access for one
+application; or what one authorization code issued), and writes one ``token.revoked`` line naming
+who revoked for each scope it ends (her access, and each headless agent it ends), with an
+``agent.revoked`` line for each such agent."""
 
 import datetime as dt
 import hashlib
@@ -27,7 +29,7 @@ from oauth2_provider.models import (
 from authserver.clients import agents
 from authserver.enterprise.scim import credentials
 from authserver.enterprise.scim.models import Organization, ProvisionedPerson
-from authserver.models import CodeRedemption, OrganizationGrant
+from authserver.models import CodeRedemption, HeadlessAgent, OrganizationGrant
 from authserver.people import leaving
 from tests.base import authorization_code
 
@@ -36,6 +38,7 @@ RefreshToken = get_refresh_token_model()
 Grant = get_grant_model()
 IDToken = get_id_token_model()
 
+SHUT_OUT = "the person shut out: her access and her headless agents"
 PERSON, APPLICATION, CODE = "the person's access", "her access for one application", "what one code issued"
 
 
@@ -149,21 +152,22 @@ PATHS = (
     Path(
         "the admin's active checkbox",
         "the_admins_active_checkbox",
-        PERSON,
+        SHUT_OUT,
         "deactivation",
         False,
         admin_active_checkbox,
     ),
-    Path("user.save() with is_active off", "saving_her_inactive", PERSON, "deactivation", False, saved_inactive),
-    Path("SCIM deprovisioning", "scim_deprovisioning", PERSON, "deprovisioning", False, scim_deprovisioning),
-    Path("deleting the account", "deleting_her_account", PERSON, "account_deletion", False, account_deletion),
+    Path("user.save() with is_active off", "saving_her_inactive", SHUT_OUT, "deactivation", False, saved_inactive),
+    Path("SCIM deprovisioning", "scim_deprovisioning", SHUT_OUT, "deprovisioning", False, scim_deprovisioning),
+    Path("deleting the account", "deleting_her_account", SHUT_OUT, "account_deletion", False, account_deletion),
     Path("a replayed authorization code", "a_replayed_code", CODE, "code_replay", False, code_replay),
 )
 
 
 class RevocationPathsTest(TestCase):
     """Alice holds tokens of every kind for two applications (``target``, the one an
-    application-wide path revokes, and ``other``), and Bob for ``other``; both are signed in."""
+    application-wide path revokes, and ``other``), and Bob for ``other``; both are signed in. Each
+    has a headless agent holding a token (Alice's is ``target`` on the agent paths)."""
 
     def setUp(self) -> None:
         User = get_user_model()
@@ -184,10 +188,13 @@ class RevocationPathsTest(TestCase):
 
     def give_everything(self, *, agent: bool) -> None:
         Application = get_application_model()
+        self.agent = agents.agent_create(owner=self.alice, name="nightly", scopes=["notes:read"]).agent
+        self.bobs_agent = agents.agent_create(owner=self.bob, name="his", scopes=["notes:read"]).agent
+        self.agent_token(self.bob, self.bobs_agent)
         if agent:
-            self.agent = agents.agent_create(owner=self.alice, name="nightly", scopes=["notes:read"]).agent
             self.target = self.agent.application
         else:
+            self.agent_token(self.alice, self.agent)
             self.target = Application.objects.create(
                 name="target",
                 client_type=Application.CLIENT_PUBLIC,
@@ -201,6 +208,17 @@ class RevocationPathsTest(TestCase):
         for user in (self.alice, self.bob):
             Client().force_login(user)
         self.record_the_targets_code()
+
+    @staticmethod
+    def agent_token(user: Any, agent: Any) -> None:
+        """What a headless agent holds: an access token, as client credentials issue one."""
+        AccessToken.objects.create(
+            user=user,
+            application=agent.application,
+            token=f"agent {agent.name}",
+            expires=timezone.now() + dt.timedelta(hours=1),
+            scope="notes:read",
+        )
 
     def hold_everything(self, user: Any, application: Any) -> uuid.UUID:
         """A pair rotated once (a revoked refresh token, the live pair it was exchanged for), an
@@ -248,10 +266,17 @@ class RevocationPathsTest(TestCase):
         )
 
     def rows(self) -> set[tuple[str, ...]]:
-        """What is left, by kind, person and application (``target`` or ``other``)."""
-        names = {self.target.pk: "target", self.other.pk: "other"}
+        """What is left, by kind, person and application (``target``, ``other``, or a headless
+        agent's: ``her agent`` when it is not ``target``, ``his agent``)."""
+        names = {self.agent.application_id: "her agent", self.bobs_agent.application_id: "his agent"}
+        names.update({self.target.pk: "target", self.other.pk: "other"})
         people = {self.alice.pk: "alice", self.bob.pk: "bob"}
         left: set[tuple[str, ...]] = set()
+        # A live agent can still authenticate (a revoked one has neither secret nor keys left).
+        for owner_id, application_id in HeadlessAgent.objects.filter(revoked__isnull=True).values_list(
+            "owner_id", "application_id"
+        ):
+            left.add(("live agent", people[owner_id], names[application_id]))
         for kind, model in (("access token", AccessToken), ("code", Grant), ("ID token", IDToken)):
             for user_id, application_id in model.objects.values_list("user_id", "application_id"):
                 left.add((kind, people[user_id], names[application_id]))
@@ -270,8 +295,10 @@ class RevocationPathsTest(TestCase):
 
     @staticmethod
     def expected(before: set[tuple[str, ...]], scope: str) -> set[tuple[str, ...]]:
-        if scope == PERSON:
+        if scope == SHUT_OUT:
             return {row for row in before if row[1] != "alice"}
+        if scope == PERSON:
+            return {row for row in before if row[1] != "alice" or row[0] == "live agent"}
         if scope == APPLICATION:
             return {row for row in before if row[1:] != ("alice", "target")}
         issued = {"access token", "refresh token", "rotated refresh token"}
@@ -280,19 +307,32 @@ class RevocationPathsTest(TestCase):
     def check(self, path: Path) -> None:
         self.give_everything(agent=path.agent)
         before = self.rows()
-        self.assertEqual(len(before), 20)
+        # 20 of the two applications, and the agents: two live, each with its token unless it is target.
+        self.assertEqual(len(before), 23 if path.agent else 24)
         with self.assertLogs("codex.access.audit", "INFO") as logs, self.captureOnCommitCallbacks(execute=True):
             path.run(self)
         self.assertEqual(self.rows(), self.expected(before, path.scope))
-        revoked = [record for record in logs.records if record.event == "token.revoked"]
-        self.assertEqual([(line.by, line.user_id) for line in revoked], [(path.by, self.alice.pk)])
+        her_agent = self.agent.application.client_id
+        ended_agent = path.scope == SHUT_OUT or path.agent
+        scopes = {
+            SHUT_OUT: [her_agent, None],
+            PERSON: [None],
+            APPLICATION: [self.target.client_id],
+            CODE: [self.target.client_id],
+        }[path.scope]
+        revoked = [(line.by, line.user_id, line.client_id) for line in logs.records if line.event == "token.revoked"]
+        self.assertEqual(revoked, [(path.by, self.alice.pk, client_id) for client_id in scopes])
+        agents_ended = [
+            (line.by, line.user_id, line.client_id) for line in logs.records if line.event == "agent.revoked"
+        ]
+        self.assertEqual(agents_ended, [(path.by, self.alice.pk, her_agent)] if ended_agent else [])
 
 
 def _check(path: Path) -> Callable[[RevocationPathsTest], None]:
     def test(self: RevocationPathsTest) -> None:
         self.check(path)
 
-    test.__name__ = f"test_{path.slug}_leaves_what_its_scope_leaves_with_one_audit_line"
+    test.__name__ = f"test_{path.slug}_leaves_what_its_scope_leaves_with_its_audit_lines"
     test.__doc__ = f"{path.name}: {path.scope}"
     return test
 

@@ -17,7 +17,14 @@ It authenticates at the token endpoint in one of two ways, chosen when it is mad
 Revoking an agent ends it at once: in one transaction its row is marked revoked, its
 application loses its secret and keys (so it can no longer authenticate), and its tokens are
 deleted (``authserver.core.revocation.access_revoke``: the next tool call gets 401). The row stays, so
-that the notes it wrote still name it.
+that the notes it wrote still name it. When its person is shut out (deactivated, deprovisioned,
+leaving), every agent of theirs is revoked so (``agents_revoke``): reactivating them brings no
+agent back, as it brings no token back. Until then, an agent whose owner may not hold tokens gets
+none (``authserver.core.tokens.person_may_hold_tokens``, asked under the owner's lock as the token
+is issued), and none is made for them.
+
+Locks, in the order every issuance and revocation takes them: the person's row
+(``authserver.core.tokens.person_lock``), then the agent's.
 """
 
 import json
@@ -27,7 +34,6 @@ import jwt
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
@@ -35,8 +41,9 @@ from oauth2_provider.generators import generate_client_secret
 from oauth2_provider.models import get_application_model
 
 from authserver.clients.key_sets import key_set_problem
-from authserver.core.revocation import access_revoke
+from authserver.core.revocation import Revoked, access_revoke
 from authserver.core.scopes import ALL_SCOPES
+from authserver.core.tokens import PersonShutOut, person_hold, person_lock
 from authserver.models import ClientKeys, HeadlessAgent
 from common.audit import audit
 from common.inputs import SURROGATE, text_problem
@@ -141,7 +148,8 @@ def agent_create(
 ) -> CreatedAgent:
     """Make a headless agent for ``owner``: with ``public_key`` (a JWKS or a PEM public key) it
     authenticates with ``private_key_jwt``, without it with a new secret (returned once, stored
-    hashed). ``AgentRefused`` says why not, and nothing is written then.
+    hashed). ``AgentRefused`` says why not (a person who may not hold tokens among the reasons), and
+    nothing is written then.
 
     At most ``CODEX_AGENTS_PER_PERSON`` live agents per person, also under concurrent requests: the
     person's row is locked while they are counted."""
@@ -154,8 +162,12 @@ def agent_create(
     if not scopes or not set(scopes) <= set(ALL_SCOPES):
         raise AgentRefused(f"Choose what the agent may do: {' and/or '.join(ALL_SCOPES)}.")
     jwks = parse_public_key(public_key) if public_key and public_key.strip() else None
-    # Serialises this person's creations (a no-op lock on SQLite, whose writes are serial anyway).
-    get_user_model().objects.select_for_update().filter(pk=owner.pk).first()
+    # Serialises this person's creations (a no-op lock on SQLite, whose writes are serial anyway),
+    # and their shutting out: an agent is made for a person who may hold tokens, or not at all.
+    try:
+        person_hold(user_id=owner.pk)
+    except PersonShutOut:
+        raise AgentRefused("Your account is deactivated on this server: no agent can be made for it.") from None
     if live_agents(owner=owner).count() >= settings.CODEX_AGENTS_PER_PERSON:
         raise AgentRefused(
             f"You have {settings.CODEX_AGENTS_PER_PERSON} headless agents, as many as this server allows "
@@ -195,13 +207,35 @@ def agent_create(
 @transaction.atomic
 def agent_revoke(*, agent: HeadlessAgent, by: str = "person") -> bool:
     """Revoke a headless agent: it can no longer authenticate, and its tokens are deleted (the
-    next tool call gets 401). False if it was revoked already. The agent's row is locked first,
-    so that a token the endpoint is issuing for it at this moment either is deleted here or is
-    refused there (``CodexOAuth2Validator._create_access_token`` reads the row under the same
-    lock)."""
+    next tool call gets 401). False if it was revoked already. Its owner's row is locked first and
+    then the agent's, as a token being issued for it takes them (the owner's in
+    ``exchange.grant_hold``, the agent's in ``CodexOAuth2Validator._create_access_token``), so that
+    such a token either is deleted here or is refused there."""
+    return _agent_end(agent, by) is not None
+
+
+@transaction.atomic
+def agents_revoke(*, owner: AbstractBaseUser, by: str) -> int:
+    """Revoke every live headless agent of ``owner``, each as ``agent_revoke`` revokes one (its
+    own ``token.revoked`` and ``agent.revoked`` lines, ``by``): what a person's shutting out does
+    (``authserver.people.leaving.shut_out``, ``authserver.signals``). Returns the tokens deleted.
+
+    Under the owner's lock, taken first, so that no agent is made meanwhile (``agent_create``)
+    and none is left live."""
+    person_lock(user_id=owner.pk)
+    rows = 0
+    for agent in live_agents(owner=owner):
+        ended = _agent_end(agent, by)
+        rows += ended.rows if ended is not None else 0
+    return rows
+
+
+def _agent_end(agent: HeadlessAgent, by: str) -> Revoked | None:
+    """``agent_revoke``'s work, in its transaction: what was revoked, None if it was already."""
+    person_lock(user_id=agent.owner_id)  # an agent's owner never changes
     agent = HeadlessAgent.objects.select_for_update().select_related("application", "owner").get(pk=agent.pk)
     if agent.revoked is not None:
-        return False
+        return None
     agent.revoked = timezone.now()
     agent.save(update_fields=["revoked"])
     application = agent.application
@@ -209,8 +243,8 @@ def agent_revoke(*, agent: HeadlessAgent, by: str = "person") -> bool:
     application.hash_client_secret = False
     application.save(update_fields=["client_secret", "hash_client_secret"])
     ClientKeys.objects.filter(client_id=application.client_id).delete()
-    access_revoke(user=agent.owner, application=application, by=by)
+    revoked = access_revoke(user=agent.owner, application=application, by=by)
     # Ids only: the agent's name is the person's words, which the log does not carry.
     owner_id, client_id = agent.owner_id, application.client_id
     transaction.on_commit(lambda: audit("agent.revoked", user_id=owner_id, client_id=client_id, by=by))
-    return True
+    return revoked

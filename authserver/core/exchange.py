@@ -5,9 +5,10 @@ The token endpoint checks a code or a refresh token first (DOT's validator, outs
 transaction) and issues tokens afterwards, in ``save_bearer_token``'s transaction. Any number of
 requests can pass the check with the same code or token before the first of them issues, so the
 check is made again where it counts: ``grant_hold``, first thing in that transaction, takes the
-person's lock (``authserver.core.tokens.person_lock``, which revocations take first too) and
-re-reads the code's or the refresh token's row under its own lock. Whoever comes second finds it
-spent (or revoked meanwhile) and gets ``invalid_grant``; nothing is issued twice.
+person's lock (``authserver.core.tokens.person_hold``, the lock revocations take first too), refuses
+a person who may not hold tokens as read under it, and re-reads the code's or the refresh token's
+row under its own lock. Whoever comes second finds it spent (or revoked meanwhile) and gets
+``invalid_grant``; nothing is issued twice, nor to a person shut out meanwhile.
 
 A code is spent in the transaction that issues its tokens (``code_redeemed``): its row is
 deleted, and what it issued is recorded (``authserver.models.CodeRedemption``) for the code's
@@ -31,7 +32,7 @@ from oauth2_provider.models import get_access_token_model, get_grant_model, get_
 
 from authserver.core.revocation import access_revoke
 from authserver.core.token_check import token_checksum
-from authserver.core.tokens import person_lock
+from authserver.core.tokens import person_hold, person_lock
 from authserver.models import CodeRedemption
 
 # How long after a code's expiry its second use still revokes what it issued: a client that
@@ -55,16 +56,16 @@ def _key(code: str) -> str:
 def grant_hold(
     *, user_id: int | None, code: str | None = None, application: Any = None, refresh_token: str | None = None
 ) -> None:
-    """First thing in the transaction that issues tokens: take the person's lock, then read the
-    code (``code``, of ``application``) or the refresh token (``refresh_token``, the raw value the
-    client sent) again under its row's lock, and raise ``GrantSpent`` if it is no longer there to
-    be exchanged. The locks are held until the transaction ends, so a second exchange of the same
-    grant waits here and then finds it spent.
+    """First thing in the transaction that issues tokens: take the person's lock and raise
+    ``PersonShutOut`` unless they may hold tokens as read under it (``tokens.person_hold``); then
+    read the code (``code``, of ``application``) or the refresh token (``refresh_token``, the raw
+    value the client sent) again under its row's lock, and raise ``GrantSpent`` if it is no longer
+    there to be exchanged. The locks are held until the transaction ends, so a second exchange of
+    the same grant waits here and then finds it spent.
 
-    ``user_id`` None: a grant that names no person before it issues (a headless agent's
-    client credentials, read under the agent's own lock in the validator)."""
-    if user_id is not None:
-        person_lock(user_id=user_id)
+    ``user_id``: the person the grant issues for (a headless agent's owner for its client
+    credentials); None, a grant that names nobody, is refused."""
+    person_hold(user_id=user_id)
     if code is not None:
         grant = get_grant_model().objects.select_for_update().filter(code=code, application=application)
         if grant.values_list("pk").first() is None:

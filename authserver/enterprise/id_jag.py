@@ -36,7 +36,9 @@ life, a ``jti`` used once), with the ID-JAG's profile (``ID_JAG``):
   provisioned through SCIM (``authserver.enterprise.scim.links``), by an ``email`` the ID-JAG says is
   verified (``email_verified`` exactly true), whatever ``signup`` says; else it gets an account
   only where the provider's ``signup`` is on, named by the ID-JAG's ``email`` of one of the
-  provider's domains that no account has yet. A deactivated person is refused;
+  provider's domains that no account has yet. A person who may not hold tokens (deactivated:
+  ``authserver.core.tokens.person_may_hold_tokens``) is refused, here and again under their lock
+  as the token is issued (``exchange.grant_hold``), should they be shut out in between;
 - the scopes are those asked for (all of this server's that ``scope`` in the ID-JAG names, when
   none are) that the ID-JAG also grants; none left is a refusal;
 - its ``jti`` was not used before (``authserver.core.replay``, spent last, in the transaction that
@@ -69,6 +71,7 @@ from authserver.clients import assertions, registration, signed_jwt
 from authserver.clients.key_sets import KeySetSource
 from authserver.core import policy
 from authserver.core.scopes import ALL_SCOPES
+from authserver.core.tokens import person_may_hold_tokens
 from authserver.enterprise.scim import links
 from authserver.enterprise.sso import domain_allowed
 from authserver.models import OrganizationGrant
@@ -178,7 +181,7 @@ def find_person(provider: dict[str, Any], claims: dict[str, Any]) -> Any | None:
     or make them one. ``Refused`` when neither may be done, or when the person is deactivated."""
     account = SocialAccount.objects.filter(provider=provider["id"], uid=claims["sub"]).select_related("user").first()
     if account is not None:
-        if not account.user.is_active:
+        if not person_may_hold_tokens(account.user):
             raise Refused("the person this ID-JAG names is deactivated on this server")
         return account.user
     if _provisioned(provider, claims) is not None:
@@ -197,7 +200,7 @@ def _provisioned(provider: dict[str, Any], claims: dict[str, Any]) -> Any | None
     if not domain_allowed(email, provider["domains"]):
         return None
     person = links.provisioned_account(provider_id=provider["id"], emails=[email])
-    if person is not None and not person.is_active:
+    if person is not None and not person_may_hold_tokens(person):
         raise Refused("the person this ID-JAG names is deactivated on this server")
     return person
 

@@ -22,6 +22,7 @@ from oauthlib.oauth2.rfc6749 import errors
 from authserver.clients import agents, assertions, cimd, registration
 from authserver.core import exchange, policy
 from authserver.core.token_check import token_checksum
+from authserver.core.tokens import PersonShutOut
 from authserver.enterprise import id_jag
 from authserver.enterprise.id_jag import GRANT_TYPE as JWT_BEARER
 from authserver.models import HeadlessAgent
@@ -289,20 +290,21 @@ class CodexOAuth2Validator(OAuth2Validator):
         return grant.redirect_uri_allowed(redirect_uri)
 
     def save_bearer_token(self, token, request, *args, **kwargs):
-        """DOT's, in a transaction that first takes the person's lock and reads the code or the
-        refresh token again under its own (``exchange.grant_hold``), and spends the code with the
-        tokens it issues: a grant exchanged meanwhile, or revoked, gets ``invalid_grant`` and
-        nothing is issued. A code found spent here was used twice: what its first use issued is
-        revoked, once this transaction has rolled back."""
+        """DOT's, in a transaction that first takes the person's lock, refusing a person who may
+        not hold tokens now, and reads the code or the refresh token again under its own
+        (``exchange.grant_hold``), and spends the code with the tokens it issues: a grant exchanged
+        meanwhile, or revoked, or whose person was shut out, gets ``invalid_grant`` (a headless
+        agent whose owner was: ``unauthorized_client``) and nothing is issued. A code found spent
+        here was used twice: what its first use issued is revoked, once this transaction has rolled
+        back."""
         code = request.code if request.grant_type == "authorization_code" else None
         refresh_token = request.refresh_token if request.grant_type == "refresh_token" else None
-        # A headless agent's grant names its person only once the agent's row is read under the
-        # agent's lock (_create_access_token); every other grant names them before it issues.
+        # DOT sets a headless agent's request.user only in _create_access_token.
         user = None if request.grant_type == CLIENT_CREDENTIALS else getattr(request, "user", None)
         try:
             with transaction.atomic():
                 exchange.grant_hold(
-                    user_id=getattr(user, "pk", None),
+                    user_id=self._person_id(request),
                     code=code,
                     application=request.client,
                     refresh_token=refresh_token,
@@ -321,6 +323,31 @@ class CodexOAuth2Validator(OAuth2Validator):
             if code is not None:
                 exchange.code_replayed(code=code, application=request.client)
             raise errors.InvalidGrantError(description=str(spent), request=request) from None
+        except PersonShutOut:
+            raise self._shut_out(request) from None
+
+    @staticmethod
+    def _person_id(request) -> int | None:
+        """Whom a grant issues for, whose lock it takes first and who must be allowed tokens
+        (``exchange.grant_hold``): the person a code, a refresh token or an ID-JAG names, or a
+        headless agent's owner (an agent's owner never changes), so that an agent's issuance takes
+        the person's lock before the agent's, in the order ``agent_revoke`` takes them."""
+        if request.grant_type == CLIENT_CREDENTIALS:
+            return getattr(getattr(request, "headless_agent", None), "owner_id", None)
+        return getattr(getattr(request, "user", None), "pk", None)
+
+    @staticmethod
+    def _shut_out(request) -> errors.OAuth2Error:
+        """The refusal of a grant whose person may not hold tokens now (``PersonShutOut``)."""
+        if request.grant_type == CLIENT_CREDENTIALS:
+            return errors.UnauthorizedClientError(
+                description="This headless agent's owner is deactivated on this server, so it gets no token",
+                request=request,
+            )
+        return errors.InvalidGrantError(
+            description="The person this grant is for is deactivated on this server, so it gets no token",
+            request=request,
+        )
 
     def invalidate_authorization_code(self, client_id, code, request, *args, **kwargs):
         # Spent already, in the transaction that issued its tokens (save_bearer_token). DOT's
@@ -345,9 +372,10 @@ class CodexOAuth2Validator(OAuth2Validator):
     def _create_access_token(self, expires, request, token, source_refresh_token=None):
         # A private DOT hook (registered in common.internals). DOT saves a client-credentials
         # token with no user; a headless agent's acts for its owner's codex. Called inside
-        # save_bearer_token's transaction: the agent's row is read again under the lock that
-        # agent_revoke takes, so a token being issued as the agent is revoked is either refused
-        # here or deleted there, never left behind.
+        # save_bearer_token's transaction, after its owner's lock (_person_id): the agent's row is
+        # read again under the lock that agent_revoke takes after that same person's lock, so a
+        # token being issued as the agent is revoked is either refused here or deleted there,
+        # never left behind.
         if request.grant_type == CLIENT_CREDENTIALS:
             agent = getattr(request, "headless_agent", None)
             live = agent is not None and (

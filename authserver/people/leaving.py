@@ -4,10 +4,11 @@ account page's "Delete my account" and ``manage.py codex_deluser``).
 In three steps, each its own transaction, so that the person is out at once and a run that
 stops half-way can be run again (each step finds what the one before left):
 
-1. Shut out: the account is deactivated, and its access ends as every revocation ends it
-   (``authserver.core.revocation.access_revoke``): tokens, codes, grants and sessions.
+1. Shut out: the account is deactivated, its headless agents are revoked
+   (``authserver.clients.agents.agents_revoke``), and its access ends as every revocation ends
+   it (``authserver.core.revocation.access_revoke``): tokens, codes, grants and sessions.
    The next tool call with any of their tokens gets 401 (the check reads the database on
-   every call), and no browser stays signed in.
+   every call), no browser stays signed in, and no agent of theirs gets a token again.
 2. Their codex goes, with its entries, revisions, tag and agent rows and request keys
    (``notebook.services.codex_delete``).
 3. The rest: the OAuth applications that were registered only for them, their
@@ -41,6 +42,7 @@ from oauth2_provider.models import (
     get_refresh_token_model,
 )
 
+from authserver.clients import agents
 from authserver.core.revocation import access_revoke
 from authserver.core.tokens import OPERATOR_APPLICATION_NAME
 from authserver.models import ClientKeys, ClientUse
@@ -139,16 +141,20 @@ def connected_count(*, user: Any) -> int:
 @transaction.atomic
 def shut_out(*, user: Any, by: str) -> tuple[int, int]:
     """Step 1 of leaving, also SCIM's deprovisioning (``authserver.enterprise.scim``): deactivate the
-    account and end all of its access (``access_revoke``: tokens, codes, grants and sessions), in
-    one transaction; the audit line says ``by`` whom (``revocation.REVOKED_BY``). Returns (tokens,
-    codes and grants, sessions) deleted.
+    account, revoke its headless agents (``agents_revoke``) and end all of its access
+    (``access_revoke``: tokens, codes, grants and sessions), in one transaction; the audit lines
+    say ``by`` whom (``revocation.REVOKED_BY``). Returns (tokens, codes and grants, sessions)
+    deleted.
 
     The next tool call with any of their tokens gets 401: every request's token is checked
-    against the database, and no process keeps a check for another request."""
+    against the database, and no process keeps a check for another request. The update takes the
+    person's row lock first, as every issuance does (``tokens.person_hold``): a token being issued
+    for them either is revoked here or is refused there."""
     # A bulk update sends no signal (authserver.signals would revoke a second time).
     get_user_model().objects.filter(pk=user.pk).update(is_active=False)
+    agent_rows = agents.agents_revoke(owner=user, by=by)
     revoked = access_revoke(user=user, by=by)
-    return revoked.rows, revoked.sessions
+    return agent_rows + revoked.rows, revoked.sessions
 
 
 def _shut_out(user: Any, report: DeletionReport) -> None:
