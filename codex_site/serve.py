@@ -9,7 +9,9 @@ Used by ``make run`` and the systemd units in ``deploy/``. What it adds to a bar
   ``CODEX_TRUSTED_PROXIES`` (comma-separated; uvicorn's ``--forwarded-allow-ips``).
   Unset, they are ignored (``--no-proxy-headers``): uvicorn's own default trusts
   127.0.0.1, which would let any local process, or a proxy that forwards the client's
-  header unchanged, choose the address that rate limits key on.
+  header unchanged, choose the address that rate limits key on. Django reads the scheme
+  uvicorn decided (the ASGI scope's; no ``SECURE_PROXY_SSL_HEADER``), so this list alone
+  says whether a request came over HTTPS.
 - ``--limit-concurrency`` (``CODEX_LIMIT_CONCURRENCY``, default: half the open-files
   limit, at most 1,000): past it, new requests get 503 at once instead of queueing
   until the process runs out of file descriptors.

@@ -379,7 +379,10 @@ CONTENT_SECURITY_POLICY = {
 if _public.scheme == "https":
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True
-    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# No SECURE_PROXY_SSL_HEADER: whether a request came over HTTPS is the ASGI scope's scheme, which
+# uvicorn takes from X-Forwarded-Proto only when the peer is in CODEX_TRUSTED_PROXIES
+# (codex_site.serve), the one list that decides the client's address too. The setting would make
+# Django believe the header from any peer, whoever sent it.
 
 # The largest export file a person may upload at /codex/import/ (operators use
 # `manage.py codex_import` for larger ones). Uploads over FILE_UPLOAD_MAX_MEMORY_SIZE
