@@ -30,6 +30,15 @@ class ArgumentsTest(SimpleTestCase):
         self.assertIn("--proxy-headers", args)
         self.assertEqual(args[args.index("--forwarded-allow-ips") + 1], "10.0.0.5,10.0.0.6")
 
+    def test_a_unix_socket_needs_every_peers_proxy_headers_trusted(self) -> None:
+        # Its peer has no address: with any narrower list every client would be "unknown".
+        for proxies in ("", "127.0.0.1"):
+            for uds in (["--uds", "/run/codex.sock"], ["--uds=/run/codex.sock"]):
+                with self.subTest(proxies=proxies, uds=uds), self.assertRaises(SystemExit):
+                    uvicorn_args({"CODEX_TRUSTED_PROXIES": proxies}, uds)
+        args = uvicorn_args({"CODEX_TRUSTED_PROXIES": "*"}, ["--uds", "/run/codex.sock"])
+        self.assertEqual(args[args.index("--forwarded-allow-ips") + 1], "*")
+
     def test_concurrency_and_keep_alive_are_bounded(self) -> None:
         args = uvicorn_args({"CODEX_LIMIT_CONCURRENCY": "50", "CODEX_KEEPALIVE_SECONDS": "3"})
         self.assertEqual(args[args.index("--limit-concurrency") + 1], "50")

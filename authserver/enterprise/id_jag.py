@@ -84,7 +84,7 @@ from authserver.core.tokens import person_may_hold_tokens
 from authserver.enterprise.scim import links
 from authserver.enterprise.sso import domain_allowed
 from authserver.models import OrganizationGrant
-from common.ratelimit import network_of
+from common.ratelimit import oauthlib_client_network
 
 logger = logging.getLogger(__name__)
 
@@ -417,13 +417,12 @@ class IdJagGrant(GrantTypeBase):
         self.request_validator._check_and_set_request_resource(request)
         # The client's network (DOT hands the request's META as its headers): its share of the
         # fetch slots, should the IdP's key set be fetched.
-        address = (getattr(request, "headers", None) or {}).get("REMOTE_ADDR")
         try:
             claims, provider = verify(
                 request.assertion,
                 client_id=request.client.client_id,
                 now=time.time(),
-                network=network_of(address) if address else None,
+                network=oauthlib_client_network(request),
             )
             granted = set(claims.get("scope", "").split())
             asked = set((request.scope or "").split()) or granted
