@@ -81,6 +81,7 @@ from authserver.clients.fetching import FetchBusy, HardenedFetcher
 from authserver.core import policy, replay
 from authserver.core.sso_config import discovery_url
 from authserver.core.tokens import person_may_hold_tokens
+from authserver.enterprise.addresses import accounts_named_by
 from authserver.enterprise.scim import links
 from authserver.enterprise.sso import domain_allowed
 from authserver.models import OrganizationGrant
@@ -325,8 +326,7 @@ def _new_email(provider: dict[str, Any], claims: dict[str, Any]) -> str:
             "the person this ID-JAG names has no account here yet; an account is made on first use only from an "
             f"email claim of an allowed domain ({', '.join(provider['domains'])}): include it, or sign in once first"
         )
-    User = get_user_model()
-    if User.objects.filter(email__iexact=email).exists() or EmailAddress.objects.filter(email__iexact=email).exists():
+    if accounts_named_by([email]).exists():
         raise Refused(
             "an account with the ID-JAG's email already exists here and is not linked to this IdP subject; "
             "the person signs in once through single sign-on (or an operator links them) first"
