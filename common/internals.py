@@ -436,6 +436,15 @@ REGISTER: tuple[Internal, ...] = (
     ),
     Internal(
         ALLAUTH,
+        "allauth.core.context.request_context (the request allauth.core.context.request answers, as "
+        "allauth's AccountMiddleware sets it)",
+        ("tests/test_hostile_consent.py",),
+        "allauth_context.request_context",
+        "the property test asks the account adapter's is_safe_url about many URLs without a request "
+        "through the middleware for each",
+    ),
+    Internal(
+        ALLAUTH,
         "allauth.socialaccount.providers.openid_connect.views.login, callback (wrapped, by the same URL names)",
         ("authserver/enterprise/sso.py",),
         "oidc_views.callback",
