@@ -81,7 +81,8 @@ ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", [_public.hostname or "127.0.0.1", "127.
 # token, registration, revocation and the authorization-server metadata (plus the OpenID
 # discovery URLs clients probe, so that a page can read their 404). Never the sign-in,
 # consent or admin pages. Which origins: CODEX_ALLOWED_ORIGINS, matched by
-# common.origins (through authserver.oauth.cors), the same rule /mcp uses.
+# common.origins (through authserver.oauth.cors), the same rule /mcp uses; any other
+# origin gets 403 on these paths, as on /mcp.
 CORS_URLS_REGEX = (
     r"^/(o/(token|revoke_token)/|o/register/([^/]+/)?"
     r"|(o/)?\.well-known/(oauth-authorization-server|openid-configuration)(/o)?/?)$"
@@ -128,6 +129,8 @@ MIDDLEWARE = [
     # Static files (the admin's CSS and JS) from STATIC_ROOT, before anything else runs for them.
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    # On the CORS paths (CORS_URLS_REGEX), an Origin that is not allowed gets 403, preflight or not.
+    "authserver.oauth.cors.OriginGuardMiddleware",
     # Before CommonMiddleware, so that preflights are answered before anything else runs.
     "corsheaders.middleware.CorsMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -376,7 +379,10 @@ CONTENT_SECURITY_POLICY = {
 if _public.scheme == "https":
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True
-    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# No SECURE_PROXY_SSL_HEADER: whether a request came over HTTPS is the ASGI scope's scheme, which
+# uvicorn takes from X-Forwarded-Proto only when the peer is in CODEX_TRUSTED_PROXIES
+# (codex_site.serve), the one list that decides the client's address too. The setting would make
+# Django believe the header from any peer, whoever sent it.
 
 # The largest export file a person may upload at /codex/import/ (operators use
 # `manage.py codex_import` for larger ones). Uploads over FILE_UPLOAD_MAX_MEMORY_SIZE

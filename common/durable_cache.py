@@ -16,7 +16,11 @@ must be the ``default`` alias). Django's ``DatabaseCache`` falls short of that i
 
 ``DurableDatabaseCache`` is Django's ``DatabaseCache`` (its reads, its deletes, its table and its
 encoding of values) with the writes made here, one statement each: ``set`` an upsert, ``add`` an
-insert that takes the place of an expired row only, ``touch`` an update. A write the database
+insert that takes the place of an expired row only, ``touch`` an update, and ``incr`` a
+compare-and-set that keeps the entry's expiry. (Django's ``incr`` is a ``get`` and then a
+``set``: two workers counting at once would both read one count and both write it plus one, and
+every rate limit counts through it; its ``set`` also gives the entry the cache's default timeout,
+five minutes, whatever the counter's window.) A write the database
 refuses raises ``OperationalError``, so every caller meets a storage fault as a database outage
 (503), never as an empty counter; reads already raise. No live row is ever deleted: expired rows
 are swept by a write at most every ``SWEEP_SECONDS`` per process, whatever the table holds (reads
@@ -39,6 +43,7 @@ import threading
 import time
 from datetime import UTC, datetime
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.cache.backends.base import DEFAULT_TIMEOUT
 from django.core.cache.backends.db import DatabaseCache
@@ -50,6 +55,10 @@ logger = logging.getLogger(__name__)
 # How often a process's writes sweep the expired rows out: a sweep is one indexed DELETE of the
 # rows whose time has passed (and one count of what is left, for the WARNING past MAX_ENTRIES).
 SWEEP_SECONDS = 10
+# An incr whose compare-and-set lost this many times in a row to other writers of the same key
+# raises (a 503) rather than spin: each loss is another writer's success, so only a key written
+# by this many others at once, again and again, comes near it.
+INCR_ATTEMPTS = 1000
 
 _sweeps_lock = threading.Lock()
 _swept_at: dict[str, float] = {}  # table: when this process last swept it (time.monotonic)
@@ -74,18 +83,56 @@ class DurableDatabaseCache(DatabaseCache):
         key = self.make_and_validate_key(key, version=version)
         return self._write(key, "touch", timeout=timeout)
 
+    def incr(self, key, delta=1, version=None):
+        """The value at ``key`` plus ``delta``, written and returned; ``ValueError`` when no live
+        entry holds ``key`` (as Django's). Atomic on every database: the new value is written
+        only where the row still holds the value it was computed from (``UPDATE ... WHERE value =
+        <read>``, in one transaction with the read), else it is read again. On SQLite the
+        transaction holds the write lock from its start (``transaction_mode`` IMMEDIATE), so the
+        first attempt wins; on PostgreSQL a concurrent writer's commit makes the update match
+        nothing, and the next attempt reads its count. The entry keeps its expiry."""
+        key = self.make_and_validate_key(key, version=version)
+        db = router.db_for_write(self.cache_model_class)
+        connection = connections[db]
+        table, key_column, value_column, expires_column = self._columns(connection)
+        read = f"SELECT {value_column} FROM {table} WHERE {key_column} = %s AND {expires_column} >= %s"
+        write = f"UPDATE {table} SET {value_column} = %s WHERE {key_column} = %s AND {value_column} = %s"
+        try:
+            for _ in range(INCR_ATTEMPTS):
+                with transaction.atomic(using=db), connection.cursor() as cursor:
+                    now = tz_now().replace(microsecond=0)
+                    self._sweep_when_due(cursor, connection, now)
+                    cursor.execute(read, [key, connection.ops.adapt_datetimefield_value(now)])
+                    row = cursor.fetchone()
+                    if row is None:
+                        raise ValueError(f"Key '{key}' not found")
+                    stored = row[0]
+                    value = pickle.loads(base64.b64decode(stored.encode())) + delta
+                    cursor.execute(write, [self._encoded(value), key, stored])
+                    if cursor.rowcount > 0:
+                        return value
+        except DatabaseError as error:
+            raise OperationalError(f"the cache entry {key!r} could not be written ({error})") from error
+        raise OperationalError(f"the cache entry {key!r} could not be incremented: {INCR_ATTEMPTS} writers came first")
+
+    async def aincr(self, key, delta=1, version=None):
+        # Django's is an aget and then an aset: the same lost count as its incr.
+        return await sync_to_async(self.incr)(key, delta, version)
+
+    def _columns(self, connection) -> tuple[str, str, str, str]:
+        quote = connection.ops.quote_name
+        return quote(self._table), quote("cache_key"), quote("value"), quote("expires")
+
+    def _encoded(self, value) -> str:
+        # As Django's database cache keeps a value: pickled, in base64.
+        return base64.b64encode(pickle.dumps(value, self.pickle_protocol)).decode("latin1")
+
     def _write(self, key: str, mode: str, *, timeout, value=None) -> bool:
         """One statement: whether it wrote a row (``add``: False when a live row holds the key;
         ``touch``: False when no row does). ``OperationalError`` when the database refused it."""
         db = router.db_for_write(self.cache_model_class)
         connection = connections[db]
-        quote = connection.ops.quote_name
-        table, key_column, value_column, expires_column = (
-            quote(self._table),
-            quote("cache_key"),
-            quote("value"),
-            quote("expires"),
-        )
+        table, key_column, value_column, expires_column = self._columns(connection)
         # As Django's database cache keeps them: whole seconds, the value pickled in base64.
         now = tz_now().replace(microsecond=0)
         backend_timeout = self.get_backend_timeout(timeout)
@@ -99,7 +146,7 @@ class DurableDatabaseCache(DatabaseCache):
             statement = f"UPDATE {table} SET {expires_column} = %s WHERE {key_column} = %s"
             parameters = [expires_value, key]
         else:
-            encoded = base64.b64encode(pickle.dumps(value, self.pickle_protocol)).decode("latin1")
+            encoded = self._encoded(value)
             # add: a row that holds the key and has not expired stays; an expired one is replaced.
             condition = f" WHERE {table}.{expires_column} < %s" if mode == "add" else ""
             statement = (

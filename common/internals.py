@@ -401,12 +401,12 @@ REGISTER: tuple[Internal, ...] = (
         DJANGO,
         "DatabaseCache's table (its cache_key, value and expires columns, as createcachetable makes them), its "
         "encoding of a value (base64 of a pickle, pickle_protocol) and of expiry (whole seconds) that its reads "
-        "decode, cache_model_class, _table, BaseCache._max_entries; set, add and touch overridden, so that "
-        "_base_set and _cull are never called",
+        "decode, and incr reads and writes as they do, cache_model_class, _table, BaseCache._max_entries; set, "
+        "add, touch and incr overridden, so that _base_set and _cull are never called",
         ("common/durable_cache.py",),
         "pickle_protocol",
         "a cache that never evicts a live entry (a sweep deletes expired rows only), fails closed on writes, "
-        "and writes with one statement instead of a count of the whole table first",
+        "writes with one statement instead of a count of the whole table first, and increments atomically",
     ),
     # --- django-allauth: accounts, single sign-on, second factor ------------------------------
     Internal(
@@ -433,6 +433,15 @@ REGISTER: tuple[Internal, ...] = (
         ("tests/clocks.py", "tests/test_browser_mfa.py"),
         "totp",
         "tests stand in a clock for the throttle's windows and the TOTP steps, rather than wait",
+    ),
+    Internal(
+        ALLAUTH,
+        "allauth.core.context.request_context (the request allauth.core.context.request answers, as "
+        "allauth's AccountMiddleware sets it)",
+        ("tests/test_hostile_consent.py",),
+        "allauth_context.request_context",
+        "the property test asks the account adapter's is_safe_url about many URLs without a request "
+        "through the middleware for each",
     ),
     Internal(
         ALLAUTH,

@@ -33,6 +33,7 @@ from django.conf import settings
 from django.http.request import validate_host
 from oauth2_provider.settings import oauth2_settings
 
+from authserver.core.emails import email_domain
 from common.audit import audit
 
 # The rules' names, as the audit line's ``policy`` field and the admin page name them.
@@ -145,11 +146,6 @@ def sso_only_domains() -> frozenset[str]:
     return frozenset(domain.lower().lstrip("@") for domain in settings.CODEX_SSO_ONLY_DOMAINS)
 
 
-def _domain(address: str) -> str | None:
-    local, at, domain = (address or "").rpartition("@")
-    return domain.lower() if at and local and domain else None
-
-
 def sso_only_domain(user: Any) -> str | None:
     """The listed domain that makes ``user`` sign in with single sign-on only, or None. The
     domain is their e-mail address's, or their username's when that is an address."""
@@ -157,7 +153,7 @@ def sso_only_domain(user: Any) -> str | None:
     if not listed:
         return None
     for address in (getattr(user, "email", ""), user.get_username()):
-        domain = _domain(address)
+        domain = email_domain(address)
         if domain in listed:
             return domain
     return None

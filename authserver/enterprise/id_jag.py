@@ -72,10 +72,11 @@ from authserver.clients.key_sets import KeySetSource
 from authserver.core import policy
 from authserver.core.scopes import ALL_SCOPES
 from authserver.core.tokens import person_may_hold_tokens
+from authserver.enterprise.addresses import accounts_named_by
 from authserver.enterprise.scim import links
 from authserver.enterprise.sso import domain_allowed
 from authserver.models import OrganizationGrant
-from common.ratelimit import network_of
+from common.ratelimit import oauthlib_client_network
 
 logger = logging.getLogger(__name__)
 
@@ -219,8 +220,7 @@ def _new_email(provider: dict[str, Any], claims: dict[str, Any]) -> str:
             "the person this ID-JAG names has no account here yet; an account is made on first use only from an "
             f"email claim of an allowed domain ({', '.join(provider['domains'])}): include it, or sign in once first"
         )
-    User = get_user_model()
-    if User.objects.filter(email__iexact=email).exists() or EmailAddress.objects.filter(email__iexact=email).exists():
+    if accounts_named_by([email]).exists():
         raise Refused(
             "an account with the ID-JAG's email already exists here and is not linked to this IdP subject; "
             "the person signs in once through single sign-on (or an operator links them) first"
@@ -310,13 +310,12 @@ class IdJagGrant(GrantTypeBase):
         self.request_validator._check_and_set_request_resource(request)
         # The client's network (DOT hands the request's META as its headers): its share of the
         # fetch slots, should the IdP's key set be fetched.
-        address = (getattr(request, "headers", None) or {}).get("REMOTE_ADDR")
         try:
             claims, provider = verify(
                 request.assertion,
                 client_id=request.client.client_id,
                 now=time.time(),
-                network=network_of(address) if address else None,
+                network=oauthlib_client_network(request),
             )
             granted = set(claims.get("scope", "").split())
             # Asked for nothing, the client asks for this server's scopes: an IdP may grant others

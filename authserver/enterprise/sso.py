@@ -17,15 +17,14 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from allauth.account.models import EmailAddress
 from allauth.core.exceptions import ImmediateHttpResponse
 from allauth.socialaccount.adapter import DefaultSocialAccountAdapter
 from allauth.socialaccount.providers.openid_connect import views as oidc_views
-from django.contrib.auth import get_user_model
-from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
+from authserver.core.emails import domain_allowed
+from authserver.enterprise.addresses import accounts_named_by
 from authserver.enterprise.scim import links
 from authserver.people.account import leading_to_providers
 
@@ -35,11 +34,6 @@ logger = logging.getLogger(__name__)
 def allowed_domains(provider: Any) -> list[str]:
     app = getattr(provider, "app", None)
     return list((getattr(app, "settings", None) or {}).get("codex_domains", []))
-
-
-def domain_allowed(email: str, domains: list[str]) -> bool:
-    _, at, domain = email.rpartition("@")
-    return bool(at) and ("*" in domains or domain.lower() in domains)
 
 
 def verified_emails(sociallogin: Any) -> list[str]:
@@ -58,16 +52,6 @@ def refusal_page(request: HttpRequest, *, provider_name: str, reason: str, statu
         "socialaccount/refused.html",
         {"provider_name": provider_name, "reason": reason},
         status=status,
-    )
-
-
-def _taken(emails: list[str]) -> bool:
-    query = Q()
-    for email in emails:
-        query |= Q(email__iexact=email)
-    return (
-        get_user_model().objects.filter(query).exists()
-        or EmailAddress.objects.filter(email__in=[email.lower() for email in emails]).exists()
     )
 
 
@@ -102,7 +86,7 @@ class CodexSocialAccountAdapter(DefaultSocialAccountAdapter):
             provisioned = links.provisioned_account(provider_id=provider.app.provider_id, emails=emails)
             if provisioned is not None:
                 sociallogin.connect(request, provisioned)
-        if not sociallogin.is_existing and _taken(emails):
+        if not sociallogin.is_existing and accounts_named_by(emails).exists():
             # Not matched to that account (the operator did not allow it for this provider):
             # a second account with the same address would be a trap for its owner.
             logger.warning(

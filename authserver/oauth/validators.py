@@ -27,15 +27,9 @@ from authserver.enterprise import id_jag
 from authserver.enterprise.id_jag import GRANT_TYPE as JWT_BEARER
 from authserver.models import HeadlessAgent
 from common.audit import audit
-from common.ratelimit import network_of
+from common.ratelimit import oauthlib_client_network as _network_of
 
 logger = logging.getLogger(__name__)
-
-
-def _network_of(request) -> str | None:
-    """The client network of an oauthlib request (DOT hands the request's META as its headers)."""
-    address = (getattr(request, "headers", None) or {}).get("REMOTE_ADDR")
-    return network_of(address) if address else None
 
 
 def _foreign_target(resources: list[str], request) -> errors.CustomOAuth2Error | None:
