@@ -30,7 +30,7 @@ from django.test import Client, TestCase, override_settings
 from django.utils import timezone
 from oauth2_provider.models import get_application_model
 
-from authserver.clients import assertions
+from authserver.clients import key_sets
 from authserver.models import ClientKeys
 from common import durable_cache, ratelimit
 from tests.clocks import SignInClock, one_rate_window
@@ -367,7 +367,7 @@ class RowsPerNetworkTest(TestCase):
             expires = dt.datetime.fromisoformat(expires)
         if expires.tzinfo is None:
             expires = expires.replace(tzinfo=dt.UTC)
-        self.assertLessEqual(expires, timezone.now() + dt.timedelta(seconds=assertions.KEY_SET_SECONDS + 1))
+        self.assertLessEqual(expires, timezone.now() + dt.timedelta(seconds=key_sets.KEY_SET_SECONDS + 1))
 
     def test_a_flood_from_many_networks_leaves_each_its_bound_of_rows_and_refuses_nobody(self) -> None:
         bound = 4 + settings.CODEX_SIGNIN_FAILURES_PER_ADDRESS  # within one minute (the clocks stand still)

@@ -40,7 +40,7 @@ from django.utils import timezone
 from oauth2_provider.generators import generate_client_secret
 from oauth2_provider.models import get_application_model
 
-from authserver.clients.assertions import key_set_problem
+from authserver.clients.key_sets import key_set_problem
 from authserver.core.revocation import Revoked, access_revoke
 from authserver.core.scopes import ALL_SCOPES
 from authserver.core.tokens import PersonShutOut, person_hold, person_lock
@@ -130,7 +130,7 @@ def parse_public_key(text: str) -> dict:
     if problem := key_set_problem(jwks):
         raise AgentRefused("The key set cannot be used: " + problem.replace('its "jwks"', "it") + ".")
     for key in jwks["keys"]:
-        # What assertions.SIGNING_ALGORITHMS can verify: RSA and elliptic-curve keys.
+        # What signed_jwt.SIGNING_ALGORITHMS can verify: RSA and elliptic-curve keys.
         if key["kty"] not in {"RSA", "EC"}:
             raise AgentRefused(f"A key of the set has kty {key['kty'][:10]!r}; use an RSA or an elliptic-curve key.")
         try:

@@ -35,6 +35,7 @@ from oauth2_provider.settings import oauth2_settings
 from authserver.clients import assertions, registration
 from authserver.clients.assertions import DocumentRefused
 from authserver.clients.fetching import FetchBusy, HardenedFetcher, is_loopback
+from authserver.clients.key_sets import cache_digest
 from authserver.clients.redirect_uris import RedirectURIRefused, redirect_uris_check
 from common.inputs import shown
 
@@ -74,7 +75,7 @@ def _notes():
 
 
 def _refusal_key(client_id: str) -> str:
-    return "cimd-refusal:" + assertions.cache_digest(client_id)
+    return "cimd-refusal:" + cache_digest(client_id)
 
 
 def remembered_refusal(client_id: str) -> dict[str, str] | None:
