@@ -22,9 +22,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 from django.utils.text import slugify
-from pydantic_core import from_json
 
-from common.inputs import shown
+from common.inputs import JSONRefused, json_document, shown
 from notebook import quotas
 from notebook.exceptions import InvalidArgument, ResourceExhausted
 from notebook.limits import (
@@ -285,18 +284,15 @@ _SNAPSHOT_FIELDS = tuple(member for member, _ in _SNAPSHOT_COLUMNS)
 def load_document(raw: bytes | str) -> dict[str, Any]:
     """Parse an export file and check its envelope; ``ImportRefused`` says what is wrong.
 
-    Parsed with the parser the MCP SDK uses, which refuses what ``json.loads`` would turn
-    into a Python fault: nesting past its recursion limit (``json.loads`` raises
-    ``RecursionError``), a ``\\u`` escape of a lone surrogate (a string no database or page
-    can hold), ``NaN`` and ``Infinity`` (not JSON).
+    Read as any stranger's JSON is (``common.inputs.json_document``), which refuses in words what
+    ``json.loads`` would turn into a Python fault or a row no database can hold: nesting past the
+    parser's limit, a lone surrogate, ``NaN`` and ``Infinity``.
     """
     not_an_export = "this is not an Agent Codex export (a JSON file from Export)"
     try:
-        document = from_json(raw, allow_inf_nan=False)
-    except ValueError as error:
-        if "recursion limit" in str(error):
-            raise ImportRefused(f"{not_an_export}: it is nested too deeply") from None
-        raise ImportRefused(f"{not_an_export}: it is not JSON ({shown(str(error))})") from None
+        document = json_document(raw)
+    except JSONRefused as refused:
+        raise ImportRefused(f"{not_an_export}: {refused.problem}") from None
     if not isinstance(document, dict) or document.get("format") != EXPORT_FORMAT:
         raise ImportRefused(f'{not_an_export}: it has no "format": "{EXPORT_FORMAT}"')
     version = document.get("version")
