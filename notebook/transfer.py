@@ -23,7 +23,7 @@ from django.db.models import Q
 from django.utils import timezone
 from django.utils.text import slugify
 
-from common.inputs import JSONRefused, json_document, shown
+from common.inputs import JSONRefused, json_document, name_cleaned, name_problem, shown
 from notebook import quotas
 from notebook.exceptions import InvalidArgument, ResourceExhausted
 from notebook.limits import (
@@ -71,7 +71,15 @@ def _revision_dict(revision: EntryRevision) -> dict[str, Any]:
             data[member] = value
     data["recordedAt"] = rfc3339_ms(revision.recorded_at)
     writer = revision.writer
-    data["writer"] = {"kind": writer.kind, "clientId": writer.client_id, "name": writer.name, "scopes": writer.scopes}
+    # Written as the import reads them (the name rule, which its writer fields are held to): a
+    # name recorded before the rule held (an application registered with a U+202E in its name)
+    # has each refused character written as U+FFFD, so that the person's own export imports.
+    data["writer"] = {
+        "kind": writer.kind,
+        "clientId": name_cleaned(writer.client_id),
+        "name": name_cleaned(writer.name),
+        "scopes": name_cleaned(writer.scopes),
+    }
     return data
 
 
@@ -361,11 +369,11 @@ def _imported_writer(raw: Any, path: str) -> Writer:
         raise InvalidArgument(f"{path} has unknown member {extra[0]!r}")
     values = {}
     for member in _WRITER_MEMBERS:
+        # The name rule every door that takes a name applies, so that a name any of them
+        # accepted (and recorded on a revision) imports.
         value = raw.get(member, "")
-        if not isinstance(value, str) or len(value) > WRITER_FIELD_MAX_CHARS or not value.isprintable():
-            raise InvalidArgument(
-                f"{path}.{member} must be a string of at most {WRITER_FIELD_MAX_CHARS} printable characters"
-            )
+        if problem := name_problem(value, max_chars=WRITER_FIELD_MAX_CHARS, what=f"{path}.{member}"):
+            raise InvalidArgument(problem)
         values[member] = value
     if values["kind"] not in KINDS:
         raise InvalidArgument(f"{path}.kind must be one of {', '.join(KINDS)}")

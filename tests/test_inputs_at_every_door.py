@@ -1,10 +1,15 @@
-"""Every door that reads a stranger's JSON reads it through ``common.inputs.json_document``, so
-that each refuses in its own words, never with a 500.
+"""Every door that reads a stranger's JSON reads it through ``common.inputs.json_document``, and
+every door that takes a name holds it to ``common.inputs.name_problem``, so that each refuses in
+its own words, never with a 500, and a name one door accepts every door accepts.
 
 JSON: a metadata document (the authorization page), a client's key set behind its ``jwks_uri``
 (the token endpoint), an IdP's discovery document and key set (the ID-JAG grant), a pasted key set
-(the new-agent page), a sign-in provider's answers, a registration and an export file."""
+(the new-agent page), a sign-in provider's answers, a registration and an export file. Names:
+Dynamic Client Registration, a metadata document, a headless agent, and an export's writers on
+import; the property test at the end holds that any name registration accepts comes back from the
+person's own export."""
 
+import copy
 import json
 import time
 import uuid
@@ -14,12 +19,22 @@ from urllib.parse import parse_qs, urlsplit
 import httpx2
 from django.contrib.auth import get_user_model
 from django.core.cache import caches
-from django.test import override_settings
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import Client, override_settings
 from django.urls import reverse
+from hypothesis import HealthCheck, example, given
+from hypothesis import settings as examples
+from hypothesis import strategies as st
+from hypothesis.extra.django import TestCase as HypothesisTestCase
 from oauth2_provider.models import get_access_token_model, get_application_model
 
+from authserver.clients.registration import CLIENT_NAME_MAX_CHARS
 from authserver.models import ClientKeys, HeadlessAgent
-from notebook import transfer
+from common.inputs import name_problem
+from notebook import services, transfer
+from notebook.models import Entry, EntryRevision
+from notebook.validation import parse_entry_input
+from notebook.writers import Writer
 from tests.base import NotebookTestCase
 from tests.hosted_clients import ChatGPTLike, public_jwk
 from tests.live import LiveServerTestCase
@@ -262,3 +277,145 @@ class RegistrationAndImportTest(NotebookTestCase):
     def test_an_export_given_as_a_text_with_a_lone_surrogate_is_refused_in_words(self) -> None:
         with self.assertRaisesMessage(transfer.ImportRefused, "it is not JSON"):
             transfer.load_document('{"format": "agent-codex-export", "x": "\ud800"}')
+
+
+# --- names --------------------------------------------------------------------------------------
+
+ACCEPTED_NAMES = ["Acme\u00a0Agent", "エージェント\u3000一号", "\U0001f469\u200d\U0001f4bb Dev"]
+REFUSED_NAMES = ["Evil\u202eAgent", "Evil\u2028Agent", "Evil\u2029Agent", "Cl\u200baude", "\ufeffClaude"]
+
+
+class NamesAtEveryDoorTest(LiveServerTestCase):
+    """Registration, a metadata document and a headless agent accept and refuse the same names."""
+
+    def register(self, name: str) -> httpx2.Response:
+        body = {"client_name": name, "redirect_uris": [REDIRECT_URI], "token_endpoint_auth_method": "none"}
+        return httpx2.post(self.live.base_url + "/o/register/", json=body, timeout=30)
+
+    def test_registration_refuses_what_changes_how_a_name_is_shown_and_accepts_every_space(self) -> None:
+        for name in ACCEPTED_NAMES:
+            with self.subTest(name=name):
+                answer = self.register(name)
+                self.assertEqual(answer.status_code, 201, answer.text)
+                self.assertEqual(Application.objects.get(client_id=answer.json()["client_id"]).name, name)
+        for name in REFUSED_NAMES:
+            with self.subTest(name=name):
+                answer = self.register(name)
+                self.assertEqual(answer.status_code, 400, answer.text)
+                self.assertEqual(answer.json()["error"], "invalid_client_metadata")
+                self.assertIn("client_name contains a character", answer.json()["error_description"])
+
+    def test_a_metadata_document_is_held_to_the_same_rule(self) -> None:
+        documents = self.enterContext(DocumentsServer())
+        for number, name in enumerate([*ACCEPTED_NAMES, *REFUSED_NAMES, "Evil\x1b[31m\u2028Agent"]):
+            with self.subTest(name=name):
+                client_id = f"{documents.origin}/name-{number}.json"
+                documents.documents[f"/name-{number}.json"] = document(client_id, client_name=name)
+                url = authorization_url(
+                    self.live.base_url, client_id, code_challenge=pkce_pair()[1], code_challenge_method="S256"
+                )
+                answer = httpx2.get(url, timeout=30)
+                if name in ACCEPTED_NAMES:
+                    self.assertEqual(answer.status_code, 302, answer.text[:500])  # on to sign in
+                    self.assertEqual(Application.objects.get(client_id=client_id).name, name)
+                else:
+                    self.assertEqual(answer.status_code, 400, answer.text[:500])
+                    self.assertIn("client_name", answer.text)
+                    self.assertFalse(Application.objects.filter(client_id=client_id).exists())
+
+    def test_a_headless_agents_name_is_held_to_the_same_rule(self) -> None:
+        self.make_user("alice")
+        browser = Browser(self.live.base_url, "alice", "alice-password")
+        self.addCleanup(browser.close)
+        page = AgentPage(browser)
+        for name in REFUSED_NAMES:
+            with self.subTest(name=name):
+                answer = page.make(name, ["notes:read"])
+                self.assertEqual(answer.status_code, 400, answer.text[:500])
+                self.assertIn("The name contains a character", answer.text)
+        self.assertFalse(HeadlessAgent.objects.exists())
+        answer = page.make("Acme\u00a0Agent", ["notes:read"])
+        self.assertEqual(answer.status_code, 200, answer.text[:500])
+        self.assertEqual(HeadlessAgent.objects.get().name, "Acme\u00a0Agent")
+
+
+def written_by(codex, writer: Writer) -> Entry:
+    return services.entry_save(
+        codex=codex, request_id=str(uuid.uuid4()), data=parse_entry_input({"content": "a note"}), writer=writer
+    )
+
+
+class ExportedNamesImportTest(NotebookTestCase):
+    """The person's own export imports, whatever its writers were called."""
+
+    def setUp(self) -> None:
+        self.client.force_login(self.alice)
+
+    def export_and_import_again(self) -> dict[str, Any]:
+        exported = json.loads(b"".join(self.client.get(reverse("mycodex:export")).streaming_content))
+        services.codex_clear(codex=self.alice_codex)
+        answer = self.client.post(IMPORT, {"file": SimpleUploadedFile("codex.json", json.dumps(exported).encode())})
+        self.assertEqual(answer.status_code, 200, answer.content[:1000])
+        self.assertEqual(Entry.objects.filter(codex=self.alice_codex).count(), 1)
+        return exported
+
+    def test_a_note_written_by_a_client_whose_name_holds_a_no_break_space_comes_back(self) -> None:
+        writer = Writer.application(application_id=None, client_id="c-1", name="Acme\u00a0Agent", scopes=frozenset())
+        written_by(self.alice_codex, writer)
+        self.export_and_import_again()
+        self.assertEqual(EntryRevision.objects.get(entry__codex=self.alice_codex).writer_name, "Acme\u00a0Agent")
+
+    def test_a_name_recorded_before_the_rule_is_exported_as_the_rule_accepts_it(self) -> None:
+        # An application registered before the name rule held could be named with U+202E.
+        writer = Writer.application(application_id=None, client_id="c-1", name="Evil\u202eAgent", scopes=frozenset())
+        written_by(self.alice_codex, writer)
+        exported = self.export_and_import_again()
+        self.assertEqual(exported["entries"][0]["revisions"][0]["writer"]["name"], "Evil\ufffdAgent")
+        self.assertEqual(EntryRevision.objects.get(entry__codex=self.alice_codex).writer_name, "Evil\ufffdAgent")
+
+    def test_an_export_naming_a_writer_with_a_right_to_left_override_is_refused(self) -> None:
+        written_by(
+            self.alice_codex, Writer.application(application_id=None, client_id="c-1", name="Agent", scopes=frozenset())
+        )
+        exported = json.loads(b"".join(self.client.get(reverse("mycodex:export")).streaming_content))
+        services.codex_clear(codex=self.alice_codex)
+        changed = copy.deepcopy(exported)
+        changed["entries"][0]["revisions"][0]["writer"]["name"] = "Evil\u202eAgent"
+        answer = self.client.post(IMPORT, {"file": SimpleUploadedFile("codex.json", json.dumps(changed).encode())})
+        self.assertContains(answer, "writer.name contains a character", status_code=400)
+        self.assertFalse(Entry.objects.filter(codex=self.alice_codex).exists())
+
+
+@override_settings(CODEX_DCR_RATE_LIMIT=1_000_000)
+class RegisteredNamesRoundTripTest(HypothesisTestCase):
+    """Any name registration accepts is one the person's export and import carry back, and
+    registration accepts exactly the names the rule accepts."""
+
+    @classmethod
+    def setUpTestData(cls) -> None:
+        cls.alice_codex = services.codex_for_user(user=get_user_model().objects.create_user("alice"))
+        cls.bob_codex = services.codex_for_user(user=get_user_model().objects.create_user("bob"))
+
+    @examples(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(name=st.text(alphabet=st.characters(codec=None), max_size=CLIENT_NAME_MAX_CHARS + 2))
+    @example(name="Acme\u00a0Agent")
+    @example(name="Evil\u202eAgent")
+    def test_any_name_registration_accepts_round_trips_through_an_export(self, name: str) -> None:
+        body = {"client_name": name, "redirect_uris": [REDIRECT_URI], "token_endpoint_auth_method": "none"}
+        answer = Client().post("/o/register/", json.dumps(body), content_type="application/json")
+        accepted = name_problem(name, max_chars=CLIENT_NAME_MAX_CHARS, what="client_name") is None
+        self.assertEqual(answer.status_code, 201 if accepted else 400, answer.content[:300])
+        if not accepted:
+            return
+        application = Application.objects.get(client_id=answer.json()["client_id"])
+        writer = Writer.application(
+            application_id=application.pk,
+            client_id=application.client_id,
+            name=application.name,
+            scopes=frozenset({"notes:write"}),
+        )
+        written_by(self.alice_codex, writer)
+        exported = "".join(transfer.export_json_chunks(codex=self.alice_codex))
+        report = transfer.codex_import(codex=self.bob_codex, document=transfer.load_document(exported))
+        self.assertTrue(report.applied, report.refused)
+        self.assertEqual(EntryRevision.objects.get(entry__codex=self.bob_codex).writer_name, name)

@@ -45,7 +45,7 @@ from authserver.core.scopes import ALL_SCOPES
 from authserver.core.tokens import PersonShutOut, person_hold, person_lock
 from authserver.models import ClientKeys, HeadlessAgent
 from common.audit import audit
-from common.inputs import JSONRefused, json_document, text_problem
+from common.inputs import JSONRefused, json_document, name_problem, text_problem
 
 NAME_MAX_CHARS = HeadlessAgent._meta.get_field("name").max_length
 PUBLIC_KEY_MAX_CHARS = 16_384
@@ -154,7 +154,7 @@ def agent_create(
     At most ``CODEX_AGENTS_PER_PERSON`` live agents per person, also under concurrent requests: the
     person's row is locked while they are counted."""
     name = name.strip()
-    if problem := text_problem(name, max_chars=NAME_MAX_CHARS, what="The name"):
+    if problem := name_problem(name, max_chars=NAME_MAX_CHARS, what="The name"):
         raise AgentRefused(problem + ".")
     if not name:
         raise AgentRefused("Give the agent a name, so that you know it in Connected applications.")

@@ -4,11 +4,11 @@ DOT parses registration bodies with ``json.loads``, which raises ``RecursionErro
 (an HTTP 500) on a deeply nested body and lets a ``\\u`` escape of a lone surrogate
 through to the database (a 500 again). The body must be sent as JSON (RFC 7591), and is
 read first as any stranger's JSON is (``common.inputs.json_document``), which refuses both in
-words. The members DOT stores are checked here: ``client_name`` as a text (``common.inputs``: a
-string, since ``null`` reached a NOT NULL column, of at most 255 characters without control
-characters), and the redirect URIs by the one redirect-URI rule
-(``authserver.clients.redirect_uris``), which answers ``invalid_redirect_uri`` naming the URI and
-why (RFC 7591 §3.2.2).
+words. The members DOT stores are checked here: ``client_name`` by the name rule
+(``common.inputs.name_problem``: a string, since ``null`` reached a NOT NULL column, of at most
+255 characters, none of which changes how the name is shown), and the redirect URIs by the one
+redirect-URI rule (``authserver.clients.redirect_uris``), which answers ``invalid_redirect_uri``
+naming the URI and why (RFC 7591 §3.2.2).
 
 This server serves a registered client the authorization-code and refresh-token grants only. A
 registration asking for others as well (VS Code asks for the device-code grant too) is registered
@@ -55,7 +55,7 @@ from oauth2_provider.views.dynamic_client_registration import DynamicClientRegis
 from authserver.clients.redirect_uris import RedirectURIRefused, redirect_uris_check
 from authserver.core import policy
 from authserver.models import ClientKeys, PendingRegistration
-from common.inputs import JSONRefused, json_document, shown, text_problem
+from common.inputs import JSONRefused, json_document, name_problem, shown
 
 # The grants a registered client is served, in the order a registration's answer lists them.
 REGISTERED_GRANT_TYPES = ("authorization_code", "refresh_token")
@@ -129,7 +129,7 @@ def registration_body_problem(request: HttpRequest) -> JsonResponse | None:
         except GrantTypesRefused as refused:
             return _invalid_metadata(str(refused))
     if "client_name" in data and (
-        problem := text_problem(data["client_name"], max_chars=CLIENT_NAME_MAX_CHARS, what="client_name")
+        problem := name_problem(data["client_name"], max_chars=CLIENT_NAME_MAX_CHARS, what="client_name")
     ):
         return _invalid_metadata(problem + " (omit it for no name)")
     if isinstance(redirect_uris := data.get("redirect_uris", []), list):
