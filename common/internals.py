@@ -203,11 +203,15 @@ REGISTER: tuple[Internal, ...] = (
     # --- django-oauth-toolkit -------------------------------------------------------------------
     Internal(
         DOT,
-        "oauth2_provider.cimd._validate_client_id_url, _resolve_and_validate, SafeMetadataFetcher._read_document",
+        "oauth2_provider.cimd._validate_client_id_url, _resolve_and_validate, _effective_max_age(cache_control) "
+        "(the answer's lifetime, clamped to CIMD_METADATA_MIN/MAX_AGE_SECONDS); SafeMetadataFetcher._read_document "
+        "replaced (HardenedFetcher._read_document: DOT's rules for the answer, its body read by "
+        "common.inputs.json_document)",
         ("authserver/clients/fetching.py",),
-        "_resolve_and_validate",
-        "every fetch of a document or key set keeps DOT's request-forgery rules and reading of the answer, "
-        "under a deadline over the whole exchange (DOT's fetcher bounds each read only) and the shared slots",
+        "_effective_max_age",
+        "every fetch of a document or key set keeps DOT's request-forgery rules and its rules for the answer, "
+        "under a deadline over the whole exchange (DOT's fetcher bounds each read only) and the shared slots; "
+        "DOT's json.loads of the body raises RecursionError on deep nesting and lets lone surrogates through",
     ),
     Internal(
         URLLIB3,
@@ -461,5 +465,16 @@ REGISTER: tuple[Internal, ...] = (
         '{% extends "base.html" %}',
         "the sign-in library's pages in the site's voice; the passkey step is offered only to an "
         "account that has a passkey (allauth offers it to every account)",
+    ),
+    Internal(
+        ALLAUTH,
+        "DefaultSocialAccountAdapter.get_requests_session (overridden; not in allauth's documentation): the "
+        "requests.Session every request of its OpenID Connect provider goes through (discovery, token, user info, "
+        "key set), each answer read with Response.json()",
+        ("authserver/enterprise/sso.py",),
+        "def get_requests_session",
+        "a provider's answers are read as any stranger's JSON (common.inputs.json_document), through a response "
+        "hook on that session (allauth reads them with json.loads, which raises RecursionError on deep nesting and "
+        "lets lone surrogates through)",
     ),
 )

@@ -39,7 +39,8 @@ class LoopbackHTTPServer:
 
 
 class DocumentsServer(LoopbackHTTPServer):
-    """Serves JSON documents by path over HTTPS on 127.0.0.1, counting the requests for each.
+    """Serves JSON documents by path over HTTPS on 127.0.0.1, counting the requests for each. A
+    document given as bytes is served as they are (a hostile server's answer).
 
     A path in ``drips`` is served as a hostile server serves it: its headers (``"headers"``) or
     its body (``"body"``) one byte every ``DRIP_SECONDS``, for as long as the client listens
@@ -74,7 +75,8 @@ class DocumentsServer(LoopbackHTTPServer):
                 if self.path not in outer.documents:
                     self.send_error(404)
                     return
-                body = json.dumps(outer.documents[self.path]).encode()
+                served = outer.documents[self.path]
+                body = served if isinstance(served, bytes) else json.dumps(served).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Cache-Control", outer.cache_control)

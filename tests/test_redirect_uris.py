@@ -190,6 +190,23 @@ class MetadataDocumentTest(TestCase):
                 self.assertIn("redirect", text)
         self.assertEqual(Application.objects.count(), 0)
 
+    def test_a_document_is_held_to_the_limits_a_registration_is_held_to(self) -> None:
+        long = "https://agent.example/" + "a" * 2_030
+        for number, (uris, words) in enumerate(
+            [
+                ([f"https://agent.example/{n}" for n in range(33)], "there are 33 of them; the limit is 32"),
+                ([REDIRECT_URI, long], "the limit is 2048"),
+                ([REDIRECT_URI, "https://agent.example/a b"], "white space"),
+                ([REDIRECT_URI, "https://agent.example/\u2028"], "white space"),
+                ([REDIRECT_URI, "https://agent.example/\x07"], "control character"),
+            ]
+        ):
+            with self.subTest(words):
+                page = self.refusal_page(f"limits-{number}", {"redirect_uris": uris}, REDIRECT_URI)
+                self.assertEqual(page.status_code, 400, page.get("Location"))
+                self.assertIn(words, page.content.decode())
+        self.assertEqual(Application.objects.count(), 0)
+
     def test_a_private_key_jwt_document_may_not_use_an_application_scheme(self) -> None:
         chatgpt = ChatGPTLike(self.documents, connector="desktop")
         chatgpt.document["redirect_uris"] = [CURSOR]

@@ -27,7 +27,6 @@ Locks, in the order every issuance and revocation takes them: the person's row
 (``authserver.core.tokens.person_lock``), then the agent's.
 """
 
-import json
 from dataclasses import dataclass
 
 import jwt
@@ -46,7 +45,7 @@ from authserver.core.scopes import ALL_SCOPES
 from authserver.core.tokens import PersonShutOut, person_hold, person_lock
 from authserver.models import ClientKeys, HeadlessAgent
 from common.audit import audit
-from common.inputs import SURROGATE, text_problem
+from common.inputs import JSONRefused, json_document, name_problem, text_problem
 
 NAME_MAX_CHARS = HeadlessAgent._meta.get_field("name").max_length
 PUBLIC_KEY_MAX_CHARS = 16_384
@@ -107,10 +106,9 @@ def _jwk_of_pem(text: str) -> dict:
 def parse_public_key(text: str) -> dict:
     """The JSON Web Key Set a person pasted (a JWKS, or one PEM public key), or ``AgentRefused``."""
     text = text.strip()
-    if len(text) > PUBLIC_KEY_MAX_CHARS:
-        raise AgentRefused(f"The public key is longer than {PUBLIC_KEY_MAX_CHARS} characters.")
-    if SURROGATE.search(text):
-        raise AgentRefused("The public key contains an unpaired surrogate; paste it as its maker wrote it.")
+    # Free text (a PEM key has line breaks), of at most PUBLIC_KEY_MAX_CHARS characters.
+    if problem := text_problem(text, max_chars=PUBLIC_KEY_MAX_CHARS, what="The public key", controls=True):
+        raise AgentRefused(problem + ".")
     if "PRIVATE KEY" in text:
         # Never kept, never echoed: the person should make a new key, as this one has been shown.
         raise AgentRefused(
@@ -120,8 +118,10 @@ def parse_public_key(text: str) -> dict:
     if text.startswith("-----BEGIN"):
         return _jwk_of_pem(text)
     try:
-        jwks = json.loads(text)
-    except ValueError:
+        jwks = json_document(text)
+    except JSONRefused as refused:
+        if text.startswith(("{", "[")):
+            raise AgentRefused(f"The key set cannot be read: {refused.problem}.") from None
         raise AgentRefused(
             "The public key is neither a JSON Web Key Set nor a PEM public key (“-----BEGIN PUBLIC KEY-----” …)."
         ) from None
@@ -154,7 +154,7 @@ def agent_create(
     At most ``CODEX_AGENTS_PER_PERSON`` live agents per person, also under concurrent requests: the
     person's row is locked while they are counted."""
     name = name.strip()
-    if problem := text_problem(name, max_chars=NAME_MAX_CHARS, what="The name"):
+    if problem := name_problem(name, max_chars=NAME_MAX_CHARS, what="The name"):
         raise AgentRefused(problem + ".")
     if not name:
         raise AgentRefused("Give the agent a name, so that you know it in Connected applications.")

@@ -37,7 +37,7 @@ from authserver.clients.assertions import DocumentRefused
 from authserver.clients.fetching import FetchBusy, HardenedFetcher, is_loopback
 from authserver.clients.key_sets import cache_digest
 from authserver.clients.redirect_uris import RedirectURIRefused, redirect_uris_check
-from common.inputs import shown
+from common.inputs import name_problem, shown
 
 # The members that say how the client authenticates, which DOT's builder must not see.
 _AUTHENTICATION_MEMBERS = ("token_endpoint_auth_method", "jwks_uri", "jwks", "token_endpoint_auth_signing_alg")
@@ -125,8 +125,12 @@ def _check_document(client_id: str, metadata: dict[str, Any]) -> assertions.Decl
         raise DocumentRefused(
             f"its {refused}", 'declare "grant_types": ["authorization_code", "refresh_token"]'
         ) from None
-    if not isinstance(metadata.get("client_name", ""), str):
-        raise DocumentRefused('its "client_name" is not a text', 'make "client_name" a string, or leave it out')
+    if problem := name_problem(
+        metadata.get("client_name", ""), max_chars=registration.CLIENT_NAME_MAX_CHARS, what='its "client_name"'
+    ):
+        raise DocumentRefused(
+            problem, 'make "client_name" the application\'s name as people should read it, or leave it out'
+        )
     return declaration
 
 

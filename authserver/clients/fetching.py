@@ -6,11 +6,15 @@ in what it may reach, how long it may take and how many may run at once:
 - **Where**: django-oauth-toolkit's request-forgery rules, unchanged (``_validate_client_id_url``:
   https, a host, no userinfo or fragment; ``_resolve_and_validate``: every address the name
   resolves to is public; the connection goes to that checked address, with SNI, certificate and
-  Host for the name; no redirects), and its reading of the answer (``_read_document``: status 200,
-  a JSON media type, at most ``CIMD_MAX_DOCUMENT_SIZE``, an object; the ``Cache-Control``
-  lifetime clamped). Only with ``CODEX_CIMD_ALLOW_LOOPBACK`` (development and tests; the server
-  refuses to start with it outside debug) may a loopback address be fetched, without a
-  certificate check (``authserver.clients.loopback``).
+  Host for the name; no redirects), and its rules for the answer (status 200, a JSON media type,
+  at most ``CIMD_MAX_DOCUMENT_SIZE``, an object; the ``Cache-Control`` lifetime clamped by DOT's
+  ``_effective_max_age``). The body is read as any stranger's JSON is
+  (``HardenedFetcher._read_document``, ``common.inputs.json_document``), so that nesting past the
+  parser's limit and a lone surrogate are refused in words: DOT's ``json.loads`` raises
+  ``RecursionError`` on the one and lets the other through to a row no database can store. Only
+  with ``CODEX_CIMD_ALLOW_LOOPBACK`` (development and tests; the server refuses to start with it
+  outside debug) may a loopback address be fetched, without a certificate check
+  (``authserver.clients.loopback``).
 - **How long**: one wall-clock deadline, ``CIMD_FETCH_TIMEOUT_SECONDS`` from the start, over the
   whole exchange: the name's resolution, the connection, TLS, the request, the headers and every
   byte of the body. DOT's own fetcher bounds each read (a remote sending a byte every half
@@ -50,10 +54,17 @@ from urllib.parse import urlsplit
 import urllib3
 import urllib3.connection
 from django.conf import settings
-from oauth2_provider.cimd import CIMDError, SafeMetadataFetcher, _resolve_and_validate, _validate_client_id_url
+from oauth2_provider.cimd import (
+    CIMDError,
+    SafeMetadataFetcher,
+    _effective_max_age,
+    _resolve_and_validate,
+    _validate_client_id_url,
+)
 from oauth2_provider.settings import oauth2_settings
 
 from authserver.clients.loopback import is_loopback, loopback_addresses, unverified
+from common.inputs import JSONRefused, json_document, shown
 from common.ratelimit import block_of
 
 
@@ -427,3 +438,26 @@ class HardenedFetcher(SafeMetadataFetcher):
                 finally:
                     pool.close()
         raise CIMDError(f"could not fetch {urlsplit(parsed.geturl()).netloc}: {last_error}")
+
+    def _read_document(self, response: Any) -> tuple[dict[str, Any], int]:
+        """The answer's document and how long it may be kept, or ``CIMDError`` saying why not.
+
+        DOT's rules for the answer (``SafeMetadataFetcher._read_document``, which this replaces),
+        with the body read as any stranger's JSON is: ``json_document`` refuses in words what
+        ``json.loads`` turns into a ``RecursionError`` or lets through as a lone surrogate."""
+        if response.status != 200:
+            raise CIMDError(f"the answer was HTTP {response.status}, not 200")
+        media_type = response.headers.get("Content-Type", "").split(";")[0].strip().lower()
+        if media_type != "application/json" and not (
+            media_type.startswith("application/") and media_type.endswith("+json")
+        ):
+            raise CIMDError(f"the answer is not JSON (Content-Type: {shown(media_type, max_chars=60)!r})")
+        max_size = oauth2_settings.CIMD_MAX_DOCUMENT_SIZE
+        body = response.read(max_size + 1)
+        if len(body) > max_size:
+            raise CIMDError(f"the answer is larger than {max_size} bytes")
+        try:
+            document = json_document(body, must_be_object=True)
+        except JSONRefused as refused:
+            raise CIMDError("the answer " + refused.problem.removeprefix("it ")) from None
+        return document, _effective_max_age(response.headers.get("Cache-Control"))

@@ -3,11 +3,12 @@
 DOT parses registration bodies with ``json.loads``, which raises ``RecursionError``
 (an HTTP 500) on a deeply nested body and lets a ``\\u`` escape of a lone surrogate
 through to the database (a 500 again). The body must be sent as JSON (RFC 7591), and is
-checked first with the parser the MCP SDK uses, which refuses both with a plain error.
-The members DOT stores are checked here: ``client_name`` as a text (``common.inputs``: a string,
-since ``null`` reached a NOT NULL column, of at most 255 characters without control characters),
-and the redirect URIs by the one redirect-URI rule (``authserver.clients.redirect_uris``), which
-answers ``invalid_redirect_uri`` naming the URI and why (RFC 7591 §3.2.2).
+read first as any stranger's JSON is (``common.inputs.json_document``), which refuses both in
+words. The members DOT stores are checked here: ``client_name`` by the name rule
+(``common.inputs.name_problem``: a string, since ``null`` reached a NOT NULL column, of at most
+255 characters, none of which changes how the name is shown), and the redirect URIs by the one
+redirect-URI rule (``authserver.clients.redirect_uris``), which answers ``invalid_redirect_uri``
+naming the URI and why (RFC 7591 §3.2.2).
 
 This server serves a registered client the authorization-code and refresh-token grants only. A
 registration asking for others as well (VS Code asks for the device-code grant too) is registered
@@ -50,12 +51,11 @@ from django.utils.decorators import method_decorator
 from django.views.decorators.csrf import csrf_exempt
 from oauth2_provider.models import get_application_model
 from oauth2_provider.views.dynamic_client_registration import DynamicClientRegistrationManagementView
-from pydantic_core import from_json
 
 from authserver.clients.redirect_uris import RedirectURIRefused, redirect_uris_check
 from authserver.core import policy
 from authserver.models import ClientKeys, PendingRegistration
-from common.inputs import shown, text_problem
+from common.inputs import JSONRefused, json_document, name_problem, shown
 
 # The grants a registered client is served, in the order a registration's answer lists them.
 REGISTERED_GRANT_TYPES = ("authorization_code", "refresh_token")
@@ -117,11 +117,9 @@ def registration_body_problem(request: HttpRequest) -> JsonResponse | None:
         named = shown(request.content_type or "", max_chars=60) if request.content_type else "none"
         return _invalid_metadata(f"Send the client metadata as JSON, with Content-Type: application/json (not {named})")
     try:
-        data = from_json(request.body, allow_inf_nan=False)
-    except ValueError as error:
-        if "recursion limit" in str(error):
-            return _invalid_metadata("Request body is nested too deeply")
-        return _invalid_metadata("Request body must be valid JSON in UTF-8 without lone surrogates")
+        data = json_document(request.body)
+    except JSONRefused as refused:
+        return _invalid_metadata(f"The request body cannot be read: {refused.problem}")
     if not isinstance(data, dict):
         return None  # DOT answers that itself
     grant_types = data.get("grant_types")
@@ -131,7 +129,7 @@ def registration_body_problem(request: HttpRequest) -> JsonResponse | None:
         except GrantTypesRefused as refused:
             return _invalid_metadata(str(refused))
     if "client_name" in data and (
-        problem := text_problem(data["client_name"], max_chars=CLIENT_NAME_MAX_CHARS, what="client_name")
+        problem := name_problem(data["client_name"], max_chars=CLIENT_NAME_MAX_CHARS, what="client_name")
     ):
         return _invalid_metadata(problem + " (omit it for no name)")
     if isinstance(redirect_uris := data.get("redirect_uris", []), list):
