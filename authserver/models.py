@@ -151,7 +151,7 @@ class OrganizationGrant(models.Model):
     """An application a person's organization let use their notebook: the latest ID-JAG its IdP
     (``issuer``) signed for them and this client (``authserver.enterprise.id_jag``). Connected applications
     marks the application "granted by your organization"; revoking it there removes this row
-    with the tokens (``authserver.core.tokens.revoke_tokens``). Nothing the client sent is kept here:
+    with the tokens (``authserver.core.revocation.access_revoke``). Nothing the client sent is kept here:
     the row is written in the transaction that issues the token, never for a refused ID-JAG."""
 
     application = models.ForeignKey(oauth2_settings.APPLICATION_MODEL, on_delete=models.CASCADE, related_name="+")
@@ -168,3 +168,30 @@ class OrganizationGrant(models.Model):
 
     def __str__(self) -> str:
         return f"{self.application_id} for {self.user_id} by {self.issuer}"
+
+
+class CodeRedemption(models.Model):
+    """An authorization code that was exchanged, and what it issued: the access token and the
+    refresh token family (DOT's ``RefreshToken.token_family``, which every rotation keeps).
+
+    Written in the transaction that spends the code and issues its tokens
+    (``authserver.core.exchange``), and kept while a second use of the code matters: its
+    lifetime and a margin. A second use in that time is refused and revokes what the first use
+    issued (OAuth 2.1 §4.1.3, RFC 6749 §4.1.2), and the row goes with it; a row past
+    ``expires_at`` guards nothing and is swept. The code itself is never kept, only its SHA-256.
+    """
+
+    key = models.CharField(max_length=64)
+    application = models.ForeignKey(oauth2_settings.APPLICATION_MODEL, on_delete=models.CASCADE, related_name="+")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    # By id, not a foreign key: a rotation or a revocation deletes the token without touching this row.
+    access_token_id = models.BigIntegerField(null=True)
+    token_family = models.UUIDField(null=True)
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["key"], name="authserver_coderedemption_one_per_code")]
+        indexes = [models.Index(fields=["expires_at"], name="authserver_redemption_by_age")]
+
+    def __str__(self) -> str:
+        return f"{self.key[:12]}… of {self.application_id} for {self.user_id}"

@@ -1,11 +1,15 @@
 """Deactivating a person revokes everything they granted.
 
-A deactivated person's tokens are refused at once (the token check requires an
-active user), but without revocation they would work again the moment the person
-is reactivated. So saving a user with ``is_active=False`` (the admin's checkbox,
-``user.save()``) revokes their refresh and access tokens and deletes unused
-authorization codes; reactivation starts from no tokens. A bulk
-``QuerySet.update(is_active=False)`` sends no signal: run ``revoke_tokens`` after it.
+A deactivated person's tokens are refused at once, and nothing is issued to them or their
+headless agents (``authserver.core.tokens.person_may_hold_tokens``, asked at every use and every
+issuance), but without revocation their tokens and agents would work again the moment the person is
+reactivated. So saving a user with ``is_active=False`` (the admin's checkbox, ``user.save()``)
+revokes their headless agents (``authserver.clients.agents.agents_revoke``) and ends their access
+as every revocation does (``authserver.core.revocation.access_revoke``: tokens, unused
+authorization codes, ID tokens, organizations' grants and sessions); reactivation starts from none.
+A bulk ``QuerySet.update(is_active=False)`` sends no signal: what the person held is refused while
+they are inactive, and works again if they are reactivated; run ``revoke_tokens`` after one (and
+revoke their agents in the admin).
 
 Every token the token endpoint issues (any grant: DOT's ``app_authorized``) writes the audit
 line ``token.granted`` (``common.audit``).
@@ -28,12 +32,14 @@ from allauth.account.signals import user_logged_in
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.signals import user_logged_out
+from django.db import transaction
 from django.db.models.signals import post_save, pre_save
 from django.dispatch import receiver
-from oauth2_provider.models import get_application_model, get_grant_model
+from oauth2_provider.models import get_application_model
 from oauth2_provider.signals import app_authorized
 
-from authserver.core.tokens import revoke_tokens
+from authserver.clients import agents
+from authserver.core.revocation import access_revoke
 from authserver.enterprise.id_jag import GRANT_TYPE as ID_JAG_GRANT_TYPE
 from authserver.models import OrganizationGrant
 from authserver.people import devices
@@ -52,8 +58,9 @@ def applications_as_configured(sender: Any, instance: Any, **kwargs: Any) -> Non
 def revoke_on_deactivation(sender: Any, instance: Any, created: bool, **kwargs: Any) -> None:
     if created or instance.is_active:
         return
-    revoke_tokens(user=instance, by="deactivation")
-    get_grant_model().objects.filter(user=instance).delete()
+    with transaction.atomic():
+        agents.agents_revoke(owner=instance, by="deactivation")
+        access_revoke(user=instance, by="deactivation")
 
 
 @receiver(app_authorized, dispatch_uid="authserver.audit_token_granted")

@@ -39,22 +39,21 @@ def parse_networks(values: Iterable[str]) -> tuple[Network, ...]:
     return tuple(networks)
 
 
-def scrape_allowed(*, client: str | None, authorization: str | None, networks: Iterable[Network], token: str) -> bool:
-    """Whether this request may read the metrics: its address is in ``networks``, or it
-    carries the bearer ``token`` (when one is configured)."""
+def scrape_allowed(
+    *,
+    client: ipaddress.IPv4Address | ipaddress.IPv6Address | None,
+    authorization: str | None,
+    networks: Iterable[Network],
+    token: str,
+) -> bool:
+    """Whether this request may read the metrics: its client address (as the caller parsed it,
+    ``common.ratelimit.client_ip``: None when there is none) is in ``networks``, or it carries
+    the bearer ``token`` (when one is configured)."""
     if token and authorization:
         scheme, _, given = authorization.partition(" ")
         if scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode()):
             return True
-    if not client:
-        return False
-    try:
-        address = ipaddress.ip_address(client)
-    except ValueError:
-        return False
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
-    return any(address in network for network in networks)
+    return client is not None and any(client in network for network in networks)
 
 
 class UsageCollector(Collector):

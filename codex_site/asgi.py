@@ -17,11 +17,11 @@ from codex_site.checks import refuse_to_serve_a_bad_configuration  # noqa: E402
 from common import tracing  # noqa: E402
 from common.access_log import access_logged  # noqa: E402
 from mcp_endpoint.http import ENDPOINT_PATHS, MCP_PATHS, build_mcp_http_app  # noqa: E402
-from mcp_endpoint.server import SERVER_VERSION  # noqa: E402
+from mcp_endpoint.identity import VERSION  # noqa: E402
 
 refuse_to_serve_a_bad_configuration()
 # Before any request and any connection: OpenTelemetry from the OTEL_* variables, or nothing.
-tracing.configure_from_environment(SERVER_VERSION)
+tracing.configure_from_environment(VERSION)
 
 GC_YOUNGEST_THRESHOLD = 10_000
 

@@ -15,6 +15,7 @@ from django.core.checks import register
 from django.core.exceptions import ImproperlyConfigured
 
 from codex_metrics.exposition import parse_networks
+from mcp_endpoint.identity import registry_name_problem
 
 
 class RefusedToStart(ImproperlyConfigured):
@@ -34,6 +35,11 @@ def configuration_problem() -> str | None:
     public = urlsplit(settings.CODEX_PUBLIC_URL)
     if public.scheme not in {"http", "https"} or not public.netloc or public.path not in {"", "/"}:
         return f"CODEX_PUBLIC_URL must be an origin like https://codex.example.com, not {settings.CODEX_PUBLIC_URL!r}"
+    website = urlsplit(settings.CODEX_WEBSITE_URL)
+    if settings.CODEX_WEBSITE_URL and (website.scheme not in {"http", "https"} or not website.netloc):
+        return f"CODEX_WEBSITE_URL must be an http(s) URL like https://example.com/, not {settings.CODEX_WEBSITE_URL!r}"
+    if settings.CODEX_REGISTRY_NAME and (problem := registry_name_problem(settings.CODEX_REGISTRY_NAME)):
+        return f"CODEX_REGISTRY_NAME: {problem}"
     try:
         parse_networks(settings.CODEX_METRICS_ALLOW)
     except ValueError as error:

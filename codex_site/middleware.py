@@ -8,10 +8,10 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from asgiref.sync import sync_to_async
 from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.utils.http import url_has_allowed_host_and_scheme
 
 from codex_site import errors
 from common.outage import UNAVAILABLE_ERRORS, log_database_unavailable
+from common.redirects import safe_next
 
 logger = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ class NulCharacterMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         if where := _nul_in(request):
-            logger.info("refused a request with U+0000 in its %s on %s", where, request.path[:200].replace("\x00", "?"))
+            logger.info("refused a request with U+0000 in its %s on %s", where, request.path[:200])
             return errors.bad_request(request)  # the site's 400 page, or JSON on the API paths
         return self.get_response(request)
 
@@ -156,10 +156,10 @@ async def _pulled(chunks: Iterator[bytes]) -> AsyncIterator[bytes]:
 class UnsafeNextMiddleware:
     """A ``next`` in the query string that leads off this site (another host, or a scheme
     other than http and https, ``javascript:`` among them) is dropped before any view sees it,
-    as Django's ``url_has_allowed_host_and_scheme`` judges it: every page that renders a ``next``
-    (the sign-in page's "Continue" link, the hidden field of allauth's forms) or follows one
-    then has only this site's own. A form's posted ``next`` is checked where it is followed
-    (allauth's ``get_next_redirect_url``)."""
+    as ``common.redirects.safe_next`` judges it: every page that renders a ``next`` (the sign-in
+    page's "Continue" link, the hidden field of allauth's forms) or follows one then has only
+    this site's own. A form's posted ``next`` is checked where it is followed (allauth's
+    ``get_next_redirect_url``, which asks the same function through the account adapter)."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
@@ -170,8 +170,3 @@ class UnsafeNextMiddleware:
             del kept["next"]
             request.GET = kept
         return self.get_response(request)
-
-
-def safe_next(request: HttpRequest, url: str) -> bool:
-    """Whether ``url`` stays on this site (the request's own host), over HTTPS when the request is."""
-    return url_has_allowed_host_and_scheme(url, allowed_hosts={request.get_host()}, require_https=request.is_secure())

@@ -9,7 +9,11 @@ Used by ``make run`` and the systemd units in ``deploy/``. What it adds to a bar
   ``CODEX_TRUSTED_PROXIES`` (comma-separated; uvicorn's ``--forwarded-allow-ips``).
   Unset, they are ignored (``--no-proxy-headers``): uvicorn's own default trusts
   127.0.0.1, which would let any local process, or a proxy that forwards the client's
-  header unchanged, choose the address that rate limits key on.
+  header unchanged, choose the address that rate limits key on. On a Unix socket (``--uds``),
+  whose peer has no address, ``*`` is required: uvicorn applies proxy headers from such a peer
+  only when it trusts every one. Django reads the scheme
+  uvicorn decided (the ASGI scope's; no ``SECURE_PROXY_SSL_HEADER``), so this list alone
+  says whether a request came over HTTPS.
 - ``--limit-concurrency`` (``CODEX_LIMIT_CONCURRENCY``, default: half the open-files
   limit, at most 1,000): past it, new requests get 503 at once instead of queueing
   until the process runs out of file descriptors.
@@ -67,6 +71,14 @@ def uvicorn_args(environ: Mapping[str, str], extra: Sequence[str] = ()) -> list[
     """uvicorn's command-line arguments (after the program name) for this environment."""
     args = [APP]
     proxies = [item.strip() for item in environ.get("CODEX_TRUSTED_PROXIES", "").split(",") if item.strip()]
+    if any(argument == "--uds" or argument.startswith("--uds=") for argument in extra) and proxies != ["*"]:
+        # A Unix socket's peer has no address, and uvicorn applies proxy headers from such a peer
+        # only when it trusts every one: without that, every client would be one, "unknown", to
+        # every limit (common.ratelimit).
+        raise SystemExit(
+            "Agent Codex refuses to start: on a Unix socket (--uds) set CODEX_TRUSTED_PROXIES=* "
+            "(only the proxy in front can connect to it, and it names the client in X-Forwarded-For)"
+        )
     if proxies:
         args += ["--proxy-headers", "--forwarded-allow-ips", ",".join(proxies)]
     else:

@@ -68,13 +68,21 @@ if not SECRET_KEY and DEBUG and DEV_SECRET_KEY_FILE.is_file():
 CODEX_PUBLIC_URL = os.environ.get("CODEX_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
 _public = urlsplit(CODEX_PUBLIC_URL)
 
+# How the server shows itself before anyone connects (mcp_endpoint.identity): the website its
+# serverInfo, server card and server.json link ("" = the public URL's home page), and its name
+# in the MCP Registry ("" = <the public host in reverse-DNS form>/agent-codex), a namespace its
+# operator proves to the registry.
+CODEX_WEBSITE_URL = os.environ.get("CODEX_WEBSITE_URL", "").strip()
+CODEX_REGISTRY_NAME = os.environ.get("CODEX_REGISTRY_NAME", "").strip()
+
 ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", [_public.hostname or "127.0.0.1", "127.0.0.1", "localhost", "[::1]"])
 
 # CORS (django-cors-headers) for the OAuth endpoints a browser-based MCP client calls:
 # token, registration, revocation and the authorization-server metadata (plus the OpenID
 # discovery URLs clients probe, so that a page can read their 404). Never the sign-in,
 # consent or admin pages. Which origins: CODEX_ALLOWED_ORIGINS, matched by
-# common.origins (through authserver.oauth.cors), the same rule /mcp uses.
+# common.origins (through authserver.oauth.cors), the same rule /mcp uses; any other
+# origin gets 403 on these paths, as on /mcp.
 CORS_URLS_REGEX = (
     r"^/(o/(token|revoke_token)/|o/register/([^/]+/)?"
     r"|(o/)?\.well-known/(oauth-authorization-server|openid-configuration)(/o)?/?)$"
@@ -121,6 +129,8 @@ MIDDLEWARE = [
     # Static files (the admin's CSS and JS) from STATIC_ROOT, before anything else runs for them.
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    # On the CORS paths (CORS_URLS_REGEX), an Origin that is not allowed gets 403, preflight or not.
+    "authserver.oauth.cors.OriginGuardMiddleware",
     # Before CommonMiddleware, so that preflights are answered before anything else runs.
     "corsheaders.middleware.CorsMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -321,6 +331,9 @@ CODEX_SSO_PROVIDERS = parse_providers(CODEX_OIDC_PROVIDERS)
 # is listed here must use single sign-on; their password sign-in is refused, after the password
 # is checked (comma-separated domains; empty: nobody).
 CODEX_SSO_ONLY_DOMAINS = [domain.lower() for domain in envlist("CODEX_SSO_ONLY_DOMAINS", [])]
+# ID-JAGs (authserver.enterprise.id_jag) from public clients, which authenticate with their id
+# alone: off, as the draft advises (whoever holds such an ID-JAG can redeem it). Shown at /admin/policy/.
+CODEX_ID_JAG_PUBLIC_CLIENTS = envbool("CODEX_ID_JAG_PUBLIC_CLIENTS", False)
 SOCIALACCOUNT_PROVIDERS: dict[str, Any] = allauth_providers(CODEX_SSO_PROVIDERS)
 SOCIALACCOUNT_AUTO_SIGNUP = True
 SOCIALACCOUNT_EMAIL_AUTHENTICATION = False  # per provider: authserver.enterprise.sso
@@ -366,7 +379,10 @@ CONTENT_SECURITY_POLICY = {
 if _public.scheme == "https":
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True
-    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# No SECURE_PROXY_SSL_HEADER: whether a request came over HTTPS is the ASGI scope's scheme, which
+# uvicorn takes from X-Forwarded-Proto only when the peer is in CODEX_TRUSTED_PROXIES
+# (codex_site.serve), the one list that decides the client's address too. The setting would make
+# Django believe the header from any peer, whoever sent it.
 
 # The largest export file a person may upload at /codex/import/ (operators use
 # `manage.py codex_import` for larger ones). Uploads over FILE_UPLOAD_MAX_MEMORY_SIZE
@@ -410,10 +426,14 @@ CODEX_METRICS_TOKEN = os.environ.get("CODEX_METRICS_TOKEN", "")
 # test runner turns it on.
 CODEX_CIMD_ALLOW_LOOPBACK = envbool("CODEX_CIMD_ALLOW_LOOPBACK", DEBUG)
 # Fetches of clients' metadata documents and key sets in progress at once, per process, and the
-# share of them one client network may hold (authserver.clients.fetching); each has a deadline of
-# CIMD_FETCH_TIMEOUT_SECONDS over the whole exchange.
+# shares of them one client network (an IPv6 /64) and one block of networks (an IPv6 /48, an IPv4
+# /24) may hold (authserver.clients.fetching); each has a deadline of CIMD_FETCH_TIMEOUT_SECONDS
+# over the whole exchange. A fetch still running after CODEX_FETCH_PATIENCE_SECONDS gives its slot
+# up to a newcomer that finds every slot taken (and ends as too slow).
 CODEX_FETCHES_AT_ONCE = envint("CODEX_FETCHES_AT_ONCE", 10)
 CODEX_FETCHES_AT_ONCE_PER_ADDRESS = envint("CODEX_FETCHES_AT_ONCE_PER_ADDRESS", 2)
+CODEX_FETCHES_AT_ONCE_PER_BLOCK = envint("CODEX_FETCHES_AT_ONCE_PER_BLOCK", 4)
+CODEX_FETCH_PATIENCE_SECONDS = envint("CODEX_FETCH_PATIENCE_SECONDS", 2)
 # Token introspection (RFC 7662) is for resource servers an operator provisions: the client ids
 # of confidential applications (made in the admin) allowed to introspect, comma-separated.
 # Anyone else gets 401. Empty: nobody may, and the metadata names no introspection endpoint.
@@ -507,9 +527,10 @@ CACHES = {
     # Security state, shared by every worker process: allauth's sign-in and second-factor
     # throttle counters and its marks of used TOTP codes (allauth uses this alias only), this
     # server's per-address and per-token limits, and clients' key sets with their fetch state.
-    # It never evicts a live entry: past MAX_ENTRIES rows a write first sweeps out the expired
-    # ones, and nothing else (common.durable_cache). A write the database refuses raises (a
-    # 503), never passes as an empty counter. Every entry is written with a timeout.
+    # It never evicts a live entry: a write sweeps out the expired ones (at most every 10 s per
+    # process), and nothing else; past MAX_ENTRIES live rows a sweep logs a WARNING and refuses
+    # nothing (common.durable_cache). A write the database refuses raises (a 503), never passes
+    # as an empty counter. Every entry is written with a timeout.
     "default": {
         "BACKEND": "common.durable_cache.DurableDatabaseCache",
         "LOCATION": "codex_cache",

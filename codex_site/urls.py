@@ -21,21 +21,18 @@ from codex_site import views as site_views
 # register clients for grants the metadata does not offer; the device flow and OIDC
 # are off. People see and revoke their clients at /account/clients/ instead.
 _SERVED = {"authorize", "token", "revoke-token", "introspect"}
-# DOT's authorization-server metadata view is replaced by ours (it adds the assertion
-# algorithms), under the same names.
-_SERVER_METADATA = {"oauth-server-metadata", "oauth-server-metadata-issuer"}
+# Of DOT's metadata_urlpatterns, none: its protected-resource metadata under /o/ would name
+# the resources <base>/o and <base>/o/<path>, which this server refuses (invalid_target); the
+# one resource is /mcp, whose metadata the MCP side serves (mcp_endpoint.http). Its
+# authorization-server metadata is replaced by ours (it adds the assertion algorithms), here
+# in the issuer + well-known form some clients try, under DOT's name (DOT reverses it). The
+# RFC 8414 forms are at the root, below; a path after this one would name another issuer.
 OAUTH_ENDPOINTS = (
-    [pattern for pattern in dot_urls.metadata_urlpatterns if pattern.name not in _SERVER_METADATA]
-    + [
+    [
         path(
             ".well-known/oauth-authorization-server",
             authserver_views.CodexServerMetadataView.as_view(),
             name="oauth-server-metadata",
-        ),
-        path(
-            ".well-known/oauth-authorization-server/<path:issuer_path>",
-            authserver_views.CodexServerMetadataView.as_view(),
-            name="oauth-server-metadata-issuer",
         ),
     ]
     + [pattern for pattern in dot_urls.base_urlpatterns if pattern.name in _SERVED]

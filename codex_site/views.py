@@ -13,6 +13,7 @@ import codex_metrics
 from codex_metrics import exposition
 from codex_site.middleware import unavailable_response
 from common.outage import UNAVAILABLE_ERRORS, log_database_unavailable
+from common.ratelimit import client_ip
 from notebook import quotas
 
 logger = logging.getLogger(__name__)
@@ -25,7 +26,7 @@ def home(request: HttpRequest) -> HttpResponse:
 def favicon(request: HttpRequest) -> HttpResponseRedirect:
     """``/favicon.ico``, which browsers and tools ask for whatever a page links: the site's
     icon (temporarily: its collected name changes with each release)."""
-    response = HttpResponseRedirect(static("codex/favicon.svg"))
+    response = HttpResponseRedirect(static("codex/icon.svg"))
     response["Cache-Control"] = "max-age=86400"
     return response
 
@@ -59,7 +60,7 @@ def _usage_totals() -> tuple[int, int, int] | None:
 def metrics(request: HttpRequest) -> HttpResponse:
     """The Prometheus scrape, for allowed addresses or the metrics token only; 404 for anyone else."""
     allowed = codex_metrics.enabled() and exposition.scrape_allowed(
-        client=request.META.get("REMOTE_ADDR"),
+        client=client_ip(request),
         authorization=request.headers.get("authorization"),
         networks=exposition.parse_networks(settings.CODEX_METRICS_ALLOW),
         token=settings.CODEX_METRICS_TOKEN,

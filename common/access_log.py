@@ -15,7 +15,9 @@ old protocol version) or a call served without this middleware writes its own li
 (``mcp_endpoint.calls``).
 
 No line carries a query string's values, a header, a body, a token or a cookie: which
-parameters came stays visible, what they said does not.
+parameters came stays visible, what they said does not. What a stranger chose (the path, the
+query's names, a JSON-RPC id, a metadata document's client id, an address from a proxy's header)
+is kept here as it came: the formatter escapes it on either path (``codex_site.logs.one_line``).
 
 The line is logged as any record is, except where the logging machinery would change
 nothing: when ``codex.access`` has no filter of its own and its records reach one plain

@@ -11,7 +11,7 @@ The events (docs/deploy.md, "The audit log", lists them with their fields):
 
 - ``token.granted``: an access token issued (any grant at the token endpoint, or ``mint_token``);
 - ``token.revoked``: tokens revoked (by the person, an operator, the client, a deactivation,
-  deprovisioning, the account's deletion);
+  deprovisioning, the account's deletion, an authorization code's second use);
 - ``account.deleted``: a person's account deleted;
 - ``person.provisioned``, ``person.updated``, ``person.deactivated``, ``person.reactivated``,
   ``person.deleted``: SCIM provisioning (``person.deactivated`` and ``person.deleted`` are the
@@ -28,7 +28,9 @@ elsewhere should not spread. An application is named by its ``client_id``.
 No field carries a token, a secret, a credential, an assertion or note content: ``audit``
 refuses a field whose name says it would (``ValueError``, a mistake in the caller), and every
 value must be an id, a name, a code or a count (a string of at most ``MAX_TEXT`` characters, a
-number, a boolean, None, or a list of those).
+number, a boolean, None, or a list of those). A string may be a stranger's (a metadata document's
+client id is a URL anyone chooses): the formatters escape it (``codex_site.logs.one_line``), so
+no value writes a line of its own.
 """
 
 import logging

@@ -1,5 +1,5 @@
-"""The register of every use of a Django, django-oauth-toolkit (DOT) or MCP SDK name outside its
-documented API: what is used, where, why, and the library versions it was checked against.
+"""The register of every use of a Django, django-oauth-toolkit (DOT), MCP SDK, allauth, oauthlib or
+urllib3 name outside its documented API: what is used, where, why, and the library versions it was checked against.
 
 The first release that changes one of these can break the product without an error at
 import time, so ``tests/test_internals.py`` fails when the installed version of a library
@@ -18,6 +18,7 @@ DOT = "django-oauth-toolkit"
 MCP = "mcp"
 ALLAUTH = "django-allauth"
 OAUTHLIB = "oauthlib"
+URLLIB3 = "urllib3"
 
 # The installed versions each library's entries were last read against (distribution names).
 CHECKED: dict[str, frozenset[str]] = {
@@ -26,12 +27,13 @@ CHECKED: dict[str, frozenset[str]] = {
     MCP: frozenset({"2.3.0"}),
     ALLAUTH: frozenset({"65.21.1"}),
     OAUTHLIB: frozenset({"4.0.1"}),
+    URLLIB3: frozenset({"2.8.0"}),
 }
 
 
 @dataclass(frozen=True)
 class Internal:
-    library: str  # DJANGO, DOT, MCP, ALLAUTH or OAUTHLIB
+    library: str  # DJANGO, DOT, MCP, ALLAUTH, OAUTHLIB or URLLIB3
     what: str  # the names used
     where: tuple[str, ...]  # files (from the repository's root) that use them
     needle: str  # a string each of those files holds where it uses them
@@ -97,6 +99,15 @@ REGISTER: tuple[Internal, ...] = (
         ("codex_site/postgresql/base.py", "tests/test_postgresql_connections.py"),
         "health_check_done",
         "a quiet idle connection passes the health check without Django's SELECT 1 round trip",
+    ),
+    # --- Django: a registration's metadata, as DOT's view reads it ------------------------------
+    Internal(
+        DJANGO,
+        "HttpRequest._body (set: what request.body returns once it has been read)",
+        ("authserver/clients/registration.py",),
+        "request._body = ",
+        "RFC 7591 §3.2.1: a registration is registered with the grant types this server serves, and DOT's "
+        "registration views read the metadata from request.body alone",
     ),
     # --- Django: model instances and values (notebook.sql.converters, statements) --------------
     Internal(
@@ -192,11 +203,25 @@ REGISTER: tuple[Internal, ...] = (
     # --- django-oauth-toolkit -------------------------------------------------------------------
     Internal(
         DOT,
-        "oauth2_provider.cimd._validate_client_id_url, _resolve_and_validate, SafeMetadataFetcher._read_document",
+        "oauth2_provider.cimd._validate_client_id_url, _resolve_and_validate, _effective_max_age(cache_control) "
+        "(the answer's lifetime, clamped to CIMD_METADATA_MIN/MAX_AGE_SECONDS); SafeMetadataFetcher._read_document "
+        "replaced (HardenedFetcher._read_document: DOT's rules for the answer, its body read by "
+        "common.inputs.json_document)",
         ("authserver/clients/fetching.py",),
-        "_resolve_and_validate",
-        "every fetch of a document or key set keeps DOT's request-forgery rules and reading of the answer, "
-        "under a deadline over the whole exchange (DOT's fetcher bounds each read only) and the shared slots",
+        "_effective_max_age",
+        "every fetch of a document or key set keeps DOT's request-forgery rules and its rules for the answer, "
+        "under a deadline over the whole exchange (DOT's fetcher bounds each read only) and the shared slots; "
+        "DOT's json.loads of the body raises RecursionError on deep nesting and lets lone surrogates through",
+    ),
+    Internal(
+        URLLIB3,
+        "urllib3.connection.HTTPSConnection._new_conn (overridden: the one place a connection makes its TCP "
+        "socket; it must return that socket connected, raising ConnectTimeoutError or NewConnectionError), "
+        "host, port and timeout as it reads them; HTTPSConnectionPool.ConnectionCls set on the pool",
+        ("authserver/clients/fetching.py",),
+        "def _new_conn",
+        "a fetch's TCP socket is watched from before it connects, so that a newcomer taking the fetch's slot "
+        "can shut down a connection attempt the remote never answers (urllib3 gives no other hold on it)",
     ),
     Internal(
         DOT,
@@ -230,7 +255,26 @@ REGISTER: tuple[Internal, ...] = (
         ("authserver/oauth/validators.py",),
         "def _create_access_token",
         "a headless agent's client-credentials token acts for its owner's codex, and is refused when the agent "
-        "was revoked meanwhile (its row read under the lock agent_revoke takes)",
+        "was revoked meanwhile (its row read under the lock agent_revoke takes, after the owner's lock)",
+    ),
+    Internal(
+        DOT,
+        "TokenView.authorization_flow_token_response (overridden: after the grant's transaction it reads "
+        "the access token it issued back by checksum with .get(), to send app_authorized)",
+        ("authserver/oauth/token_view.py",),
+        "def authorization_flow_token_response",
+        "a revocation that commits between the issuance and that read (the person's, a code's second use) "
+        "makes it DoesNotExist: answered invalid_grant, never a 500",
+    ),
+    Internal(
+        DOT,
+        "OAuth2Validator.save_bearer_token wrapped in a transaction of ours: its _save_bearer_token locks the "
+        "refresh token by pk, marks it revoked and saves the new pair there, and reads the code's Grant by code "
+        "for its resource; invalidate_authorization_code (replaced) is what deletes the Grant, after save_token",
+        ("authserver/oauth/validators.py",),
+        "def save_bearer_token",
+        "each grant is exchanged at most once: the person's lock and the grant's row, read again under its lock "
+        "(authserver.core.exchange), before DOT saves; the code is spent in the same transaction",
     ),
     Internal(
         DOT,
@@ -239,6 +283,27 @@ REGISTER: tuple[Internal, ...] = (
         ("authserver/oauth/validators.py", "authserver/enterprise/id_jag.py"),
         "_check_and_set_request_resource",
         "a missing resource is pinned to this server's and any other refused (invalid_target)",
+    ),
+    Internal(
+        DOT,
+        "Application.get_allowed_schemes and Application.redirect_uri_allowed replaced on DOT's own "
+        "Application class at start-up (AbstractApplication.redirect_uri_allowed, DOT's match, still called); "
+        "AbstractApplication.clean checks each redirect URI's scheme against get_allowed_schemes, and "
+        "OAuth2Validator.validate_redirect_uri asks redirect_uri_allowed",
+        ("authserver/clients/redirect_uris.py",),
+        "Application.redirect_uri_allowed = ",
+        "one redirect-URI rule: DOT documents both as an application model's methods to override (this project "
+        "keeps DOT's model, whose tables cannot be swapped), so DOT's clean accepts an application exactly when "
+        "the rule accepts each of its redirect URIs, and nobody is sent to a URI the rule refuses",
+    ),
+    Internal(
+        DOT,
+        "oauth2_provider.http.OAuth2ResponseRedirect(url, allowed_schemes), built as "
+        "BaseAuthorizationView.redirect builds it",
+        ("authserver/oauth/views.py",),
+        "OAuth2ResponseRedirect(",
+        "the authorization view's redirect checks the scheme against the client's redirect URIs the rule "
+        "accepts, also for an error DOT found before it loaded the client (it passes no application)",
     ),
     # --- oauthlib: the jwt-bearer grant DOT does not have ---------------------------------------
     Internal(
@@ -363,11 +428,14 @@ REGISTER: tuple[Internal, ...] = (
     # --- Django: the default cache as security state (common.durable_cache) -------------------
     Internal(
         DJANGO,
-        "DatabaseCache._base_set (its True/False answer: False on any database error), _cull (overridden), "
-        "cache_model_class, _table, make_and_validate_key; the cache table's cache_key and expires columns",
+        "DatabaseCache's table (its cache_key, value and expires columns, as createcachetable makes them), its "
+        "encoding of a value (base64 of a pickle, pickle_protocol) and of expiry (whole seconds) that its reads "
+        "decode, and incr reads and writes as they do, cache_model_class, _table, BaseCache._max_entries; set, "
+        "add, touch and incr overridden, so that _base_set and _cull are never called",
         ("common/durable_cache.py",),
-        "_base_set",
-        "a cache that never evicts a live entry (the sweep deletes expired rows only) and fails closed on writes",
+        "pickle_protocol",
+        "a cache that never evicts a live entry (a sweep deletes expired rows only), fails closed on writes, "
+        "writes with one statement instead of a count of the whole table first, and increments atomically",
     ),
     # --- django-allauth: accounts, single sign-on, second factor ------------------------------
     Internal(
@@ -397,6 +465,15 @@ REGISTER: tuple[Internal, ...] = (
     ),
     Internal(
         ALLAUTH,
+        "allauth.core.context.request_context (the request allauth.core.context.request answers, as "
+        "allauth's AccountMiddleware sets it)",
+        ("tests/test_hostile_consent.py",),
+        "allauth_context.request_context",
+        "the property test asks the account adapter's is_safe_url about many URLs without a request "
+        "through the middleware for each",
+    ),
+    Internal(
+        ALLAUTH,
         "allauth.socialaccount.providers.openid_connect.views.login, callback (wrapped, by the same URL names)",
         ("authserver/enterprise/sso.py",),
         "oidc_views.callback",
@@ -413,5 +490,16 @@ REGISTER: tuple[Internal, ...] = (
         '{% extends "base.html" %}',
         "the sign-in library's pages in the site's voice; the passkey step is offered only to an "
         "account that has a passkey (allauth offers it to every account)",
+    ),
+    Internal(
+        ALLAUTH,
+        "DefaultSocialAccountAdapter.get_requests_session (overridden; not in allauth's documentation): the "
+        "requests.Session every request of its OpenID Connect provider goes through (discovery, token, user info, "
+        "key set), each answer read with Response.json()",
+        ("authserver/enterprise/sso.py",),
+        "def get_requests_session",
+        "a provider's answers are read as any stranger's JSON (common.inputs.json_document), through a response "
+        "hook on that session (allauth reads them with json.loads, which raises RecursionError on deep nesting and "
+        "lets lone surrogates through)",
     ),
 )

@@ -29,7 +29,8 @@ import django
 django.setup()
 from django.contrib.auth import get_user_model  # noqa: E402
 
-from authserver.core.tokens import mint_access_token, revoke_tokens  # noqa: E402
+from authserver.core.revocation import access_revoke  # noqa: E402
+from authserver.core.tokens import mint_access_token  # noqa: E402
 
 # Slow connections through the proxy: 1,100 in all, more than a 1,024 open-files limit.
 PROXY_FLOOD = {"silent": 1_000, "slow-headers": 50, "slow-body": 50}
@@ -209,7 +210,7 @@ def shared_revocation(workers: list[str], user, token: str) -> dict:
 
     before = statuses()
     started = time.perf_counter()
-    revoke_tokens(user=user, by="operator")
+    access_revoke(user=user, by="operator")
     after = statuses()
     return {"before": before, "after": after, "after_ms": (time.perf_counter() - started) * 1000}
 

@@ -5,14 +5,18 @@ and two changes so that it stays a DNS-rebinding guard too: a preflight from an 
 that is not allowed gets 403 (not Starlette's 400 with CORS headers), and responses to
 such origins carry no CORS headers at all. The guard in ``mcp_endpoint.http`` then
 refuses their requests with 403. Preflights never need a token.
+
+The public documents (``mcp_endpoint.discovery``: the server card and the catalog) are open to
+every origin, as their extension asks, and answer their own CORS: they pass through untouched.
 """
 
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.middleware.cors import CORSMiddleware
 from starlette.responses import JSONResponse, Response
-from starlette.types import ASGIApp, Message, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from common.origins import origin_allowed
+from mcp_endpoint.discovery import PATHS as OPEN_PATHS
 
 # What MCP clients send from a browser: the bearer token, JSON, the Streamable HTTP
 # headers of every protocol era, and resumption (Last-Event-ID).
@@ -41,6 +45,12 @@ class OriginGuardingCORSMiddleware(CORSMiddleware):
             expose_headers=EXPOSE_HEADERS,
             max_age=600,
         )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"] in OPEN_PATHS:
+            await self.app(scope, receive, send)
+            return
+        await super().__call__(scope, receive, send)
 
     def is_allowed_origin(self, origin: str) -> bool:
         return origin_allowed(origin)

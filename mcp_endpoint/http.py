@@ -31,7 +31,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from common import tracing
 from common.origins import origin_allowed
-from mcp_endpoint import auth, versions
+from mcp_endpoint import auth, discovery, versions
 from mcp_endpoint.auth import ALL_SCOPES, TokenMissing, TokenRefused
 from mcp_endpoint.batches import ServeAlone, batch_answer, batch_refusal, through_the_transport
 from mcp_endpoint.boundary import run_sync
@@ -346,6 +346,8 @@ def build_mcp_http_app() -> Starlette:
             *(Route(path, endpoint=guarded) for path in sorted(ENDPOINT_PATHS)),
             Route(PRM_PATH, endpoint=protected_resource_metadata_view, methods=["GET"]),
             Route(PRM_ROOT_PATH, endpoint=protected_resource_metadata_view, methods=["GET"]),
+            # The server card and the AI Catalog: public, never through the guard, never the SDK.
+            *discovery.routes(_host_allowed),
         ],
         # CORS for browser-based clients on CODEX_ALLOWED_ORIGINS; preflights need no token.
         middleware=[Middleware(OriginGuardingCORSMiddleware)],
@@ -353,5 +355,5 @@ def build_mcp_http_app() -> Starlette:
     )
 
 
-# Everything the MCP side serves: the endpoint and its resource metadata.
-MCP_PATHS = ENDPOINT_PATHS | {PRM_PATH, PRM_ROOT_PATH}
+# Everything the MCP side serves: the endpoint, its resource metadata, its card and the catalog.
+MCP_PATHS = ENDPOINT_PATHS | {PRM_PATH, PRM_ROOT_PATH} | discovery.PATHS

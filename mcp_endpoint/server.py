@@ -18,13 +18,14 @@ from typing import Any
 
 import mcp_types as types
 from django.conf import settings
+from mcp.server.caching import CacheHint
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.inbound import x_mcp_header_map
 
 import codex_metrics
 from common import access_log, tracing
-from mcp_endpoint import auth, versions
+from mcp_endpoint import auth, identity, versions
 from mcp_endpoint.arguments import check_call, schema_violation
 from mcp_endpoint.calls import ToolCall
 from mcp_endpoint.exchange import ServedToolResults
@@ -35,10 +36,6 @@ from notebook.exceptions import InvalidArgument, ResourceExhausted, Unauthentica
 from notebook.limits import CANDIDATES_PER_PAGE, thousands
 
 logger = logging.getLogger(__name__)
-
-SERVER_NAME = "agent-codex"
-SERVER_TITLE = "Agent Codex"
-SERVER_VERSION = "0.1.0"
 
 codex_metrics.define_tool_calls(TOOLS_BY_NAME, OUTCOMES)
 
@@ -143,11 +140,23 @@ def tool_input_schema(name: str) -> dict[str, Any] | None:
     return _HEADER_ANNOTATED.get(name)
 
 
-def create_server() -> Server[Any]:
+# tools/list and server/discover are the same for every person and every token (the listing
+# differs only by protocol version, never by who asks) and change only with a release, so any
+# client, and any cache shared between people ("public"), may keep them for as long as anything
+# that describes the server (identity.DESCRIPTION_MAX_AGE_SECONDS). The hints are SEP-2549's,
+# defined in 2026-07-28 only: the SDK leaves them out of earlier versions' answers, whose results
+# have no such members. tools/call answers for one person and is no cacheable method: no hint.
+CACHE_HINTS = {
+    method: CacheHint(ttl_ms=identity.DESCRIPTION_MAX_AGE_SECONDS * 1000, scope="public")
+    for method in ("tools/list", "server/discover")
+}
+
+
+def create_server(instance: identity.Instance | None = None) -> Server[Any]:
+    """The server for ``instance`` (by default, the configured one: its URLs are in serverInfo)."""
     server = Server(
-        SERVER_NAME,
-        title=SERVER_TITLE,
-        version=SERVER_VERSION,
+        **identity.server_info(instance or identity.Instance.configured()),
+        cache_hints=CACHE_HINTS,
         instructions=(
             "Agent Codex keeps field notes in the signed-in person's private notebook. "
             "Save with a requestId you can retry; search pages scan at most "

@@ -22,9 +22,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 from django.utils.text import slugify
-from pydantic_core import from_json
 
-from common.inputs import shown
+from common.inputs import JSONRefused, json_document, name_cleaned, name_problem, shown
 from notebook import quotas
 from notebook.exceptions import InvalidArgument, ResourceExhausted
 from notebook.limits import (
@@ -72,7 +71,15 @@ def _revision_dict(revision: EntryRevision) -> dict[str, Any]:
             data[member] = value
     data["recordedAt"] = rfc3339_ms(revision.recorded_at)
     writer = revision.writer
-    data["writer"] = {"kind": writer.kind, "clientId": writer.client_id, "name": writer.name, "scopes": writer.scopes}
+    # Written as the import reads them (the name rule, which its writer fields are held to): a
+    # name recorded before the rule held (an application registered with a U+202E in its name)
+    # has each refused character written as U+FFFD, so that the person's own export imports.
+    data["writer"] = {
+        "kind": writer.kind,
+        "clientId": name_cleaned(writer.client_id),
+        "name": name_cleaned(writer.name),
+        "scopes": name_cleaned(writer.scopes),
+    }
     return data
 
 
@@ -285,18 +292,15 @@ _SNAPSHOT_FIELDS = tuple(member for member, _ in _SNAPSHOT_COLUMNS)
 def load_document(raw: bytes | str) -> dict[str, Any]:
     """Parse an export file and check its envelope; ``ImportRefused`` says what is wrong.
 
-    Parsed with the parser the MCP SDK uses, which refuses what ``json.loads`` would turn
-    into a Python fault: nesting past its recursion limit (``json.loads`` raises
-    ``RecursionError``), a ``\\u`` escape of a lone surrogate (a string no database or page
-    can hold), ``NaN`` and ``Infinity`` (not JSON).
+    Read as any stranger's JSON is (``common.inputs.json_document``), which refuses in words what
+    ``json.loads`` would turn into a Python fault or a row no database can hold: nesting past the
+    parser's limit, a lone surrogate, ``NaN`` and ``Infinity``.
     """
     not_an_export = "this is not an Agent Codex export (a JSON file from Export)"
     try:
-        document = from_json(raw, allow_inf_nan=False)
-    except ValueError as error:
-        if "recursion limit" in str(error):
-            raise ImportRefused(f"{not_an_export}: it is nested too deeply") from None
-        raise ImportRefused(f"{not_an_export}: it is not JSON ({shown(str(error))})") from None
+        document = json_document(raw)
+    except JSONRefused as refused:
+        raise ImportRefused(f"{not_an_export}: {refused.problem}") from None
     if not isinstance(document, dict) or document.get("format") != EXPORT_FORMAT:
         raise ImportRefused(f'{not_an_export}: it has no "format": "{EXPORT_FORMAT}"')
     version = document.get("version")
@@ -365,11 +369,11 @@ def _imported_writer(raw: Any, path: str) -> Writer:
         raise InvalidArgument(f"{path} has unknown member {extra[0]!r}")
     values = {}
     for member in _WRITER_MEMBERS:
+        # The name rule every door that takes a name applies, so that a name any of them
+        # accepted (and recorded on a revision) imports.
         value = raw.get(member, "")
-        if not isinstance(value, str) or len(value) > WRITER_FIELD_MAX_CHARS or not value.isprintable():
-            raise InvalidArgument(
-                f"{path}.{member} must be a string of at most {WRITER_FIELD_MAX_CHARS} printable characters"
-            )
+        if problem := name_problem(value, max_chars=WRITER_FIELD_MAX_CHARS, what=f"{path}.{member}"):
+            raise InvalidArgument(problem)
         values[member] = value
     if values["kind"] not in KINDS:
         raise InvalidArgument(f"{path}.kind must be one of {', '.join(KINDS)}")

@@ -16,7 +16,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from common.inputs import CONTROL_CHARACTER, SURROGATE
+from common.inputs import SURROGATE, text_problem
 from notebook.exceptions import InvalidArgument
 from notebook.limits import (
     CONTENT_MAX_BYTES,
@@ -66,23 +66,15 @@ def fingerprint_of(raw_entry: dict[str, Any]) -> str:
     return hashlib.sha256(canonical_json(raw_entry).encode("utf-8")).hexdigest()
 
 
-def _describe(ch: str) -> str:
-    return f"U+{ord(ch):04X}"
-
-
 def _string(value: Any, path: str, *, min_chars: int = 1, max_chars: int | None = None, controls: bool) -> str:
-    """Check a string's type, Unicode well-formedness, length in characters and
-    (unless ``controls``) absence of control characters."""
-    if not isinstance(value, str):
-        raise InvalidArgument(f"{path} must be a string")
-    if match := SURROGATE.search(value):
-        raise InvalidArgument(f"{path} contains an unpaired surrogate ({_describe(match.group())}); send valid Unicode")
+    """Check a string by the text rule of every door (``common.inputs.text_problem``: its type,
+    Unicode well-formedness, length in characters and, unless ``controls``, absence of control
+    characters), and that it is not shorter than ``min_chars``. The limits are the contract's
+    (section 3, ``notebook.limits``) and stay here: only the rule's characters are shared."""
+    if problem := text_problem(value, max_chars=max_chars, what=path, controls=controls):
+        raise InvalidArgument(problem)
     if len(value) < min_chars:
         raise InvalidArgument(f"{path} must not be empty" if min_chars == 1 else f"{path} is too short")
-    if max_chars is not None and len(value) > max_chars:
-        raise InvalidArgument(f"{path} is {len(value)} characters long; the limit is {max_chars}")
-    if not controls and (match := CONTROL_CHARACTER.search(value)):
-        raise InvalidArgument(f"{path} contains a control character ({_describe(match.group())})")
     return value
 
 
@@ -101,7 +93,11 @@ def _string_list(value: Any, path: str, *, max_items: int, max_chars: int) -> tu
 
 
 def _check_provenance_tree(value: Any, path: str, depth: int) -> None:
-    """Walk the provenance tree: depth counts objects and arrays (the root object is 1)."""
+    """Walk the provenance tree: depth counts objects and arrays (the root object is 1).
+
+    Its texts are free JSON (contract 3), not ``text_problem``'s texts on purpose: any control
+    character but U+0000 (which PostgreSQL's jsonb cannot store) is kept, and no length applies
+    but the provenance's bytes."""
     if isinstance(value, dict | list):
         if depth > PROVENANCE_MAX_DEPTH:
             raise InvalidArgument(f"entry.provenance is nested deeper than {PROVENANCE_MAX_DEPTH} levels at {path}")

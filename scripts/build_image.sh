@@ -19,6 +19,8 @@
 # catatonit, slirp4netns and mmdebstrap with apt-get when they are missing (as root). podman's
 # settings for this kind of machine: deploy/podman/env.sh. Environment:
 #   CODEX_IMAGE                  the image's name (default localhost/agent-codex)
+#   CODEX_REGISTRY_NAME          the image's MCP Registry name, its io.modelcontextprotocol.server.name
+#                                label (default the Containerfile's; docs/deploy.md, "Publishing")
 #   CODEX_DEBIAN_MIRROR          (default http://deb.debian.org/debian; the security suite from
 #                                CODEX_DEBIAN_SECURITY_MIRROR, default http://deb.debian.org/debian-security)
 #   CODEX_BUILD_CA_BUNDLE        the CA certificates pip trusts in the build (default the host's,
@@ -114,9 +116,19 @@ secrets=()
 if [[ -s "$CA_BUNDLE" ]]; then
     secrets=(--secret "id=ca-bundle,src=$CA_BUNDLE")
 fi
+build_args=()
+if [[ -n "${CODEX_REGISTRY_NAME:-}" ]]; then
+    build_args=(--build-arg "CODEX_REGISTRY_NAME=$CODEX_REGISTRY_NAME")
+fi
 "${PODMAN[@]}" build --pull=never --format docker --label org.opencontainers.image.revision="$revision" "${secrets[@]}" \
-    -t "$IMAGE:latest" -t "$IMAGE:$tag" -f "$ROOT/Containerfile" "$ROOT"
+    "${build_args[@]}" -t "$IMAGE:latest" -t "$IMAGE:$tag" -f "$ROOT/Containerfile" "$ROOT"
 T_IMAGE=$(date +%s)
+registry_name=$("${PODMAN[@]}" image inspect --format '{{index .Labels "io.modelcontextprotocol.server.name"}}' "$IMAGE:$tag")
+if [[ -z "$registry_name" || "$registry_name" == "<no value>" ]]; then
+    log "the image has no io.modelcontextprotocol.server.name label"
+    exit 1
+fi
+log "MCP Registry name (io.modelcontextprotocol.server.name): $registry_name"
 
 # Earlier commits' tags, then the untagged images older than a week: the build stages' steps
 # are untagged too, and they are the cache of the next build (a week: as long as the base lives).

@@ -114,3 +114,27 @@ def last_use_already_written(test, raw_token: str):
     test.addCleanup(patcher.stop)
     uses.touch(token.user_id, token.application_id)
     return uses
+
+
+def authorization_code(user, application, scopes: str = "notes:read notes:write") -> tuple[str, str]:
+    """An authorization code (and its PKCE verifier) for ``user`` and ``application``, as the
+    authorization endpoint leaves one once the person approved: bound to this server's resource,
+    S256, 60 seconds. Returns (code, verifier)."""
+    from oauth2_provider.models import get_grant_model
+
+    from tests.oauth_helpers import REDIRECT_URI, pkce_pair
+
+    verifier, challenge = pkce_pair()
+    code = f"code-{next(_request_ids)}-{user.pk}"
+    get_grant_model().objects.create(
+        application=application,
+        user=user,
+        code=code,
+        expires=timezone.now() + dt.timedelta(seconds=60),
+        redirect_uri=REDIRECT_URI,
+        scope=scopes,
+        code_challenge=challenge,
+        code_challenge_method="S256",
+        resource=[settings.CODEX_RESOURCE_URL],
+    )
+    return code, verifier

@@ -65,6 +65,7 @@ class LiveServerTestCase(TransactionTestCase):
     """Starts one uvicorn per test class; the public URL (and so the MCP resource) is its address."""
 
     live: LiveServer
+    server_class: type[LiveServer] = LiveServer  # a subclass may wrap the application
     _settings_override: Any
 
     @classmethod
@@ -74,7 +75,7 @@ class LiveServerTestCase(TransactionTestCase):
         # which also keeps them from being fetched again) of earlier classes.
         for alias in settings.CACHES:
             caches[alias].clear()
-        cls.live = LiveServer()
+        cls.live = cls.server_class()
         base = cls.live.base_url
         cls._settings_override = override_settings(
             **public_url_settings(base),

@@ -3,9 +3,11 @@ context manager: any handler, and JSON documents by path over HTTPS with a self-
 certificate (clients' metadata documents and key sets; loopback documents are fetched without
 checking the certificate in development and tests only)."""
 
+import contextlib
 import datetime as dt
 import ipaddress
 import json
+import socket
 import ssl
 import tempfile
 import threading
@@ -37,11 +39,14 @@ class LoopbackHTTPServer:
 
 
 class DocumentsServer(LoopbackHTTPServer):
-    """Serves JSON documents by path over HTTPS on 127.0.0.1, counting the requests for each.
+    """Serves JSON documents by path over HTTPS on 127.0.0.1, counting the requests for each. A
+    document given as bytes is served as they are (a hostile server's answer).
 
     A path in ``drips`` is served as a hostile server serves it: its headers (``"headers"``) or
     its body (``"body"``) one byte every ``DRIP_SECONDS``, for as long as the client listens
-    (until the server stops). ``dripping`` counts the answers being dripped at this moment."""
+    (until the server stops). ``dripping`` counts the answers being dripped at this moment. A
+    path given to ``hold`` is answered as a slow but working server answers it: once the test
+    lets it go."""
 
     DRIP_SECONDS = 0.5
 
@@ -51,6 +56,7 @@ class DocumentsServer(LoopbackHTTPServer):
         self.cache_control = "max-age=600"
         self.fetched: dict[str, int] = {}  # requests per path
         self.dripping = 0
+        self.held: dict[str, tuple[threading.Event, threading.Event]] = {}  # path: (arrived, let go)
         self._stopped = threading.Event()
         self._lock = threading.Lock()
         outer = self
@@ -62,10 +68,15 @@ class DocumentsServer(LoopbackHTTPServer):
                 if self.path in outer.drips:
                     outer._drip(self, outer.drips[self.path])
                     return
+                if self.path in outer.held:
+                    arrived, let_go = outer.held[self.path]
+                    arrived.set()
+                    let_go.wait()
                 if self.path not in outer.documents:
                     self.send_error(404)
                     return
-                body = json.dumps(outer.documents[self.path]).encode()
+                served = outer.documents[self.path]
+                body = served if isinstance(served, bytes) else json.dumps(served).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Cache-Control", outer.cache_control)
@@ -83,6 +94,12 @@ class DocumentsServer(LoopbackHTTPServer):
         context.load_cert_chain(cert, key)
         self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
         self.origin = f"https://127.0.0.1:{self.port}"
+
+    def hold(self, path: str) -> tuple[threading.Event, threading.Event]:
+        """Hold the answer for ``path`` (a document in ``documents``): the first event is set when
+        a request for it arrives, and the answer goes once the test sets the second."""
+        self.held[path] = (threading.Event(), threading.Event())
+        return self.held[path]
 
     def _drip(self, handler: BaseHTTPRequestHandler, part: str) -> None:
         with self._lock:
@@ -112,8 +129,56 @@ class DocumentsServer(LoopbackHTTPServer):
 
     def __exit__(self, *exc: Any) -> None:
         self._stopped.set()
+        for _, let_go in self.held.values():
+            let_go.set()
         super().__exit__(*exc)
         self._tmp.cleanup()
+
+
+class StallingListener:
+    """A TCP listener on 127.0.0.1 that accepts every connection and never sends a byte: a TLS
+    handshake with it waits forever, as one with a hostile document server does. ``accepted``
+    counts the connections it holds; ``wait_for(n)`` returns once it has accepted ``n`` (never a
+    timed sleep: a condition the accepting thread signals). Every connection is closed on
+    ``__exit__``, which ends the handshakes still waiting."""
+
+    def __init__(self) -> None:
+        self.socket = socket.create_server(("127.0.0.1", 0), backlog=128)
+        self.port = self.socket.getsockname()[1]
+        self.origin = f"https://127.0.0.1:{self.port}"
+        self.accepted = 0
+        self._held: list[socket.socket] = []
+        self._changed = threading.Condition()
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                connection, _ = self.socket.accept()
+            except OSError:
+                return  # the listener was closed
+            with self._changed:
+                self._held.append(connection)
+                self.accepted += 1
+                self._changed.notify_all()
+
+    def wait_for(self, count: int, *, timeout: float = 60) -> None:
+        with self._changed:
+            if not self._changed.wait_for(lambda: self.accepted >= count, timeout=timeout):
+                raise AssertionError(f"only {self.accepted} of {count} connections arrived")
+
+    def __enter__(self) -> "StallingListener":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        with contextlib.suppress(OSError):
+            self.socket.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread (a close alone may not)
+        self.socket.close()
+        with self._changed:
+            for connection in self._held:
+                connection.close()
+        self._thread.join(timeout=10)
 
 
 def self_signed(directory: Path) -> tuple[Path, Path]:

@@ -11,12 +11,15 @@ makes that a failure. Node 20.19 or later runs it; with an older ``node`` on the
 
 import hashlib
 import json
+import os
+import re
 import shutil
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urljoin
 
 from django.conf import settings
 
@@ -70,7 +73,9 @@ def node_command() -> list[str]:
 class OIDCProvider:
     """One provider process; ``clients`` are its registered clients (oidc-provider's
     client metadata). ``script`` is the provider's script in ``tests/oidc_provider/`` (one that
-    serves https takes ``arguments`` after the usual three, and says so with ``scheme``)."""
+    serves https takes ``arguments`` after the usual three, and says so with ``scheme``).
+    ``trailing_slash`` makes its issuer end in ``/``, as Auth0's do (the script reads the issuer
+    from ``ISSUER``)."""
 
     def __init__(
         self,
@@ -79,12 +84,13 @@ class OIDCProvider:
         script: str = "provider.mjs",
         scheme: str = "http",
         arguments: tuple[str, ...] = (),
+        trailing_slash: bool = False,
     ) -> None:
         self.clients = clients
         self.script = script
         self.arguments = arguments
         self.port = free_port()
-        self.issuer = f"{scheme}://127.0.0.1:{self.port}"
+        self.issuer = f"{scheme}://127.0.0.1:{self.port}" + ("/" if trailing_slash else "")
         self.process: subprocess.Popen | None = None
         self.directory = tempfile.TemporaryDirectory(prefix="codex-oidc-")
 
@@ -104,6 +110,7 @@ class OIDCProvider:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
+            env={**os.environ, "ISSUER": self.issuer},
         )
         deadline = time.monotonic() + 180  # npx may fetch Node.js first
         while time.monotonic() < deadline:
@@ -127,3 +134,22 @@ def sso_settings(*providers: dict[str, Any]) -> dict[str, Any]:
     """The settings ``CODEX_OIDC_PROVIDERS`` would make for these providers (for override_settings)."""
     parsed = parse_providers(json.dumps(list(providers)))
     return {"CODEX_SSO_PROVIDERS": parsed, "SOCIALACCOUNT_PROVIDERS": allauth_providers(parsed)}
+
+
+def through_provider_pages(http: Any, location: str, login: str, *, until: str) -> str:
+    """Follow a provider's redirects from ``location`` (an absolute URL at its authorization
+    endpoint), answering
+    oidc-provider's development sign-in (as ``login``) and consent pages as they come (a session
+    it remembers skips the sign-in), until it sends the browser to an address that starts with
+    ``until`` (the client's callback): that address. ``http`` is an httpx2 client."""
+    for _ in range(12):
+        if location.startswith(until):
+            return location
+        response = http.get(location)
+        if response.status_code == 200:
+            action = re.search(r'action="([^"]+)"', response.text).group(1)
+            prompt = re.search(r'name="prompt" value="([a-z]+)"', response.text).group(1)
+            answer = {"prompt": "login", "login": login, "password": "any"} if prompt == "login" else {"prompt": prompt}
+            response = http.post(urljoin(str(response.url), action), data=answer)
+        location = urljoin(str(response.url), response.headers["location"])
+    raise AssertionError(f"the provider never sent the browser back: {location}")

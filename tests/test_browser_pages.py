@@ -33,6 +33,7 @@ LONG_WORD = "Pneumonoultramicroscopicsilicovolcanoconiosis" * 2
 LONG_TAG = ("field-notes-" * 6)[:64]
 LONG_AGENT = "agent://" + "x" * 180
 LONG_URL = "https://example.org/" + "path/" * 40 + "?query=" + "q" * 60
+CURSOR = "cursor://anysphere.cursor-mcp/oauth/callback"
 
 
 class EveryPageFitsAndPassesAxeTest(BrowserPages, PageChecks, LiveServerTestCase):
@@ -73,6 +74,11 @@ class EveryPageFitsAndPassesAxeTest(BrowserPages, PageChecks, LiveServerTestCase
                 codex=codex, request_id=f"n{number}", data=parse_entry_input({"content": f"note {number}"})
             )
         self.client_id = register_client(self.live.base_url).json()["client_id"]
+        # Desktop clients answered at their own scheme: one the consent page names, one it cannot.
+        self.desktop_clients = {
+            redirect_uri: register_client(self.live.base_url, redirect_uri).json()["client_id"]
+            for redirect_uri in (CURSOR, "com.example.desktop-notes-application-with-a-long-name:/oauth2redirect")
+        }
         self.application = application
 
     def visit(self, path: str) -> None:
@@ -106,6 +112,16 @@ class EveryPageFitsAndPassesAxeTest(BrowserPages, PageChecks, LiveServerTestCase
         consent = authorization_url(
             self.live.base_url, self.client_id, code_challenge=challenge, code_challenge_method="S256"
         ).removeprefix(self.live.base_url)
+        desktop_consents = [
+            authorization_url(
+                self.live.base_url,
+                client_id,
+                redirect_uri=redirect_uri,
+                code_challenge=challenge,
+                code_challenge_method="S256",
+            ).removeprefix(self.live.base_url)
+            for redirect_uri, client_id in self.desktop_clients.items()
+        ]
         self.signed_in_as = None
         problems = self.check_every_page(
             [
@@ -137,6 +153,8 @@ class EveryPageFitsAndPassesAxeTest(BrowserPages, PageChecks, LiveServerTestCase
                 ("connected-applications", "/account/clients/"),
                 ("revoke", f"/account/clients/{self.application.pk}/revoke/"),
                 ("consent", consent),
+                ("consent-desktop", desktop_consents[0]),
+                ("consent-unknown-application", desktop_consents[1]),
                 ("consent-refused", "/o/authorize/?client_id=no-such-client&response_type=code"),
                 ("not-found", f"/codex/entries/{'1' * 8}-1111-4111-8111-{'1' * 12}/"),
             ]

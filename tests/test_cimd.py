@@ -28,9 +28,7 @@ class PrivateApiGuardTest(SimpleTestCase):
     def test_the_private_names_still_exist_with_the_shapes_we_call(self) -> None:
         self.assertEqual(list(inspect.signature(dot_cimd._validate_client_id_url).parameters), ["client_id"])
         self.assertEqual(list(inspect.signature(dot_cimd._resolve_and_validate).parameters), ["hostname", "port"])
-        self.assertEqual(
-            list(inspect.signature(dot_cimd.SafeMetadataFetcher._read_document).parameters), ["self", "response"]
-        )
+        self.assertEqual(list(inspect.signature(dot_cimd._effective_max_age).parameters), ["cache_control"])
         for name, parameters in {
             "_check_and_set_request_resource": ["self", "request"],
             "_load_application": ["self", "client_id", "request"],

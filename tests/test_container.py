@@ -17,6 +17,7 @@ import yaml
 from django.test import SimpleTestCase
 
 from codex_site import container
+from mcp_endpoint import identity
 
 ROOT = Path(__file__).resolve().parent.parent
 KUBERNETES = ROOT / "deploy" / "kubernetes"
@@ -192,6 +193,17 @@ class ImageAndManifestsTest(SimpleTestCase):
         self.assertTrue(self.instruction("HEALTHCHECK").endswith('CMD ["codex", "healthcheck"]'))
         self.assertRegex(self.instruction("USER"), r"^\d+:\d+$")  # numeric: runAsNonRoot can check it
         self.assertEqual(self.instruction("VOLUME"), re.search(r"CODEX_VAR_DIR=(\S+)", self.containerfile).group(1))
+
+    def test_the_image_carries_the_registry_name_the_server_derives(self) -> None:
+        # The label's default is the name a server with no DNS name of its own reports (one record:
+        # mcp_endpoint.identity); a build that sets CODEX_REGISTRY_NAME labels the image with it.
+        default = re.search(r"^ARG CODEX_REGISTRY_NAME=(\S+)$", self.containerfile, re.M).group(1)
+        unnamed = identity.Instance("http://127.0.0.1:8000", "http://127.0.0.1:8000/mcp")
+        self.assertEqual(default, unnamed.registry_name)
+        self.assertIsNone(identity.registry_name_problem(default))
+        self.assertIn('LABEL io.modelcontextprotocol.server.name="${CODEX_REGISTRY_NAME}"', self.containerfile)
+        build = (ROOT / "scripts" / "build_image.sh").read_text()
+        self.assertIn('--build-arg "CODEX_REGISTRY_NAME=$CODEX_REGISTRY_NAME"', build)
 
     def test_pods_run_the_images_user_without_privileges_on_a_read_only_root(self) -> None:
         user, group = self.instruction("USER").split(":")

@@ -1,14 +1,26 @@
 """CORS over real HTTP: preflights and response headers on /mcp, the metadata documents and
-the OAuth endpoints for allowed origins; nothing, and 403 on /mcp, for any other origin."""
+the OAuth endpoints for allowed origins; for any other origin, 403 and no CORS headers, on /mcp
+and on the OAuth endpoints alike (contract 7), with nothing served."""
 
 import httpx2
+from django.test import override_settings
+from oauth2_provider.models import get_application_model
 
 from mcp_endpoint.cors import ALLOW_HEADERS
 from tests.http_client import post, rpc_body
 from tests.live import LiveServerTestCase
-from tests.oauth_helpers import register_client
+from tests.oauth_helpers import Browser, authorization_url, exchange_code, pkce_pair, register_client
 
 EVIL = "http://evil.example"
+# The OAuth endpoints a browser-based client calls (settings.CORS_URLS_REGEX), and the method each takes.
+OAUTH_PATHS = {
+    "/.well-known/oauth-authorization-server/o": "GET",
+    "/.well-known/oauth-authorization-server": "GET",
+    "/o/.well-known/oauth-authorization-server": "GET",
+    "/o/token/": "POST",
+    "/o/register/": "POST",
+    "/o/revoke_token/": "POST",
+}
 MCP_HEADERS = ", ".join(header.lower() for header in ALLOW_HEADERS)
 
 
@@ -108,3 +120,58 @@ class CorsTest(LiveServerTestCase):
             with self.subTest(path=path):
                 response = self.preflight(path, self.allowed)
                 self.assertNotIn("access-control-allow-origin", response.headers)
+
+    def test_an_origin_not_allowed_gets_403_on_the_oauth_endpoints_and_nothing_is_served(self) -> None:
+        client_id = register_client(self.live.base_url).json()["client_id"]
+        applications = get_application_model().objects.count()
+        for path, method in OAUTH_PATHS.items():
+            with self.subTest(path=path):
+                preflight = self.preflight(path, EVIL, method, "content-type")
+                self.assertEqual(preflight.status_code, 403, preflight.text)
+                self.assert_no_cors_headers(preflight)
+                if method == "GET":
+                    answer = httpx2.get(self.live.base_url + path, headers={"Origin": EVIL})
+                else:
+                    answer = httpx2.post(
+                        self.live.base_url + path,
+                        data={"grant_type": "authorization_code", "code": "x", "client_id": client_id, "token": "x"},
+                        headers={"Origin": EVIL},
+                    )
+                self.assertEqual(answer.status_code, 403, answer.text)
+                self.assertEqual(answer.json()["error"], "origin_not_allowed")
+                self.assertEqual(answer.headers["cache-control"], "no-store")
+                self.assert_no_cors_headers(answer)
+        registration = {
+            "redirect_uris": ["http://localhost:9/callback"],
+            "token_endpoint_auth_method": "none",
+            "grant_types": ["authorization_code"],
+        }
+        another_port = self.live.base_url.rsplit(":", 1)[0] + ":1"
+        for origin in (EVIL, another_port, "null", ""):
+            with self.subTest(origin=origin):
+                refused = httpx2.post(
+                    self.live.base_url + "/o/register/", json=registration, headers={"Origin": origin}
+                )
+                self.assertEqual(refused.status_code, 403, refused.text)
+        self.assertEqual(get_application_model().objects.count(), applications)
+
+    @override_settings(CODEX_ALLOWED_ORIGINS=["https://inspector.example"])
+    def test_requests_without_an_origin_and_the_consent_pages_own_form_are_served_as_before(self) -> None:
+        # Native and server-side clients send no Origin: nothing changes for them.
+        self.assertEqual(register_client(self.live.base_url).status_code, 201)
+        metadata = httpx2.get(self.live.base_url + "/.well-known/oauth-authorization-server/o")
+        self.assertEqual(metadata.status_code, 200)
+        # The consent page posts its form to itself, from the site's own origin, which the
+        # operator need not list: the authorization endpoint is no CORS path (CSRF guards it).
+        client_id = register_client(self.live.base_url).json()["client_id"]
+        browser = Browser(self.live.base_url, "alice", "alice-password")
+        self.addCleanup(browser.close)
+        browser.http.headers["Origin"] = self.live.base_url
+        verifier, challenge = pkce_pair()
+        url = authorization_url(
+            self.live.base_url, client_id, code_challenge=challenge, code_challenge_method="S256", scope="notes:read"
+        )
+        redirect = browser.authorize(url)
+        self.assertIn("code", redirect)
+        token = exchange_code(self.live.base_url, client_id, redirect["code"], verifier)
+        self.assertEqual(token.status_code, 200, token.text)

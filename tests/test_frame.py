@@ -13,6 +13,7 @@ from django.test import Client, RequestFactory, TestCase
 from oauth2_provider.models import get_access_token_model
 
 from codex_site import errors
+from mcp_endpoint import identity
 from notebook import services
 from notebook.validation import parse_entry_input
 from tests.base import connect_application
@@ -90,11 +91,16 @@ class HeaderTest(TestCase):
         self.assertContains(page, "<title>Site administration | Agent Codex admin</title>")
         self.assertNotContains(page, "Django administration")
 
-    def test_the_site_has_an_icon_and_favicon_ico_leads_to_it(self) -> None:
-        self.assertContains(self.client.get("/"), '<link rel="icon" href="/static/codex/favicon.svg"')
+    def test_the_site_shows_the_servers_icon_and_favicon_ico_leads_to_it(self) -> None:
+        # The icon serverInfo, the server card and server.json offer (one record: mcp_endpoint.identity).
+        svg, png = f"/static/{identity.ICON_SVG}", f"/static/{identity.ICON_PNG}"
+        page = self.client.get("/")
+        self.assertContains(page, f'<link rel="icon" href="{svg}" type="image/svg+xml">')
+        self.assertContains(page, f'<link rel="icon" href="{png}" type="image/png" sizes="256x256">')
+        self.assertContains(page, f'<a class="brand" href="/"><img src="{svg}" alt="" width="20" height="20">')
         with self.assertNoLogs("django.request", level="WARNING"):
             answer = self.client.get("/favicon.ico")
-        self.assertEqual((answer.status_code, answer["Location"]), (302, "/static/codex/favicon.svg"))
+        self.assertEqual((answer.status_code, answer["Location"]), (302, svg))
 
 
 class OneVocabularyTest(TestCase):

@@ -496,8 +496,9 @@ class AgentLocksTest(LiveServerTestCase):
             )
         )
         with transaction.atomic():
-            # What agent_revoke takes first: the agent's row.
-            HeadlessAgent.objects.select_for_update().get(pk=made.agent.pk)
+            # What agent_revoke takes first, and the token request too: the owner's row (then the
+            # agent's, which agent_revoke takes here while the request waits for the owner's).
+            get_user_model().objects.select_for_update().get(pk=self.alice.pk)
             request.start()
             self.wait_until_someone_waits_for_a_lock(request, "the token request")
             self.assertTrue(agents.agent_revoke(agent=made.agent))

@@ -1,7 +1,9 @@
 """Generated hostile input for ``private_key_jwt``: the token endpoint's assertion parameters
 (headers, claims and signatures from hostile JSON, and plain hostile texts), and metadata
 documents whose key members (``token_endpoint_auth_method``, ``jwks_uri``, ``jwks``,
-``token_endpoint_auth_signing_alg``) are hostile. After every call: no 5xx, no ERROR line or
+``token_endpoint_auth_signing_alg``) are hostile; and for ID-JAGs, hostile headers and claims
+truly signed by a trusted IdP's key (the one verification of a signed JWT, then the ID-JAG's own
+claims and the person it names). After every call: no 5xx, no ERROR line or
 traceback in the logs, and a database only the services could have written
 (``tests.hostile``), as ``tests.test_hostile_input`` checks every other surface."""
 
@@ -9,6 +11,8 @@ import datetime as dt
 import uuid
 from typing import Any
 
+import jwt
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.test import Client, override_settings
 from django.utils import timezone
@@ -17,10 +21,12 @@ from hypothesis import strategies as st
 from hypothesis.extra.django import TestCase as HypothesisTestCase
 from oauth2_provider.models import get_application_model
 
+from authserver.enterprise import id_jag
 from authserver.models import ClientKeys
-from tests.hosted_clients import ASSERTION_TYPE, ChatGPTLike, DocumentsServer, b64url, encoded_json
+from tests.hosted_clients import ASSERTION_TYPE, ChatGPTLike, DocumentsServer, b64url, encoded_json, public_jwk, rsa_key
 from tests.hostile import assert_consistent, emitted_logs
 from tests.oauth_helpers import REDIRECT_URI, pkce_pair
+from tests.oidc import sso_settings
 from tests.test_hostile_input import HOSTILE, form_body, hostile_json, hostile_text
 
 CLAIMS = ["iss", "sub", "aud", "exp", "iat", "nbf", "jti"]
@@ -164,3 +170,92 @@ class HostileAssertionsTest(HypothesisTestCase):
                 ),
             ],
         )
+
+
+ID_JAG_CLAIMS = [*CLAIMS, "client_id", "resource", "scope", "email", "email_verified"]
+IDP_KEY = rsa_key()
+
+
+@override_settings(CODEX_CIMD_ALLOW_LOOPBACK=True)
+class HostileIdJagsTest(HypothesisTestCase):
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.documents = DocumentsServer().__enter__()
+        origin = cls.documents.origin
+        cls.documents.documents = {
+            "/.well-known/openid-configuration": {"issuer": origin, "jwks_uri": origin + "/jwks"},
+            "/jwks": {"keys": [public_jwk(IDP_KEY, "idp-1", "RS256")]},
+        }
+        provider = {
+            "id": "acme",
+            "name": "Acme staff",
+            "issuer": origin,
+            "client_id": "codex-at-acme",
+            "secret": "not-used-here",
+            "domains": ["acme.test"],
+            "id_jag": True,
+        }
+        cls.idp = override_settings(**sso_settings(provider))
+        cls.idp.enable()
+        super().setUpClass()
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        super().tearDownClass()
+        cls.idp.disable()
+        cls.documents.__exit__(None, None, None)
+
+    @classmethod
+    def setUpTestData(cls) -> None:
+        Application = get_application_model()
+        cls.agent = Application.objects.create(
+            name="Acme agent",
+            client_type=Application.CLIENT_CONFIDENTIAL,
+            authorization_grant_type=Application.GRANT_AUTHORIZATION_CODE,
+            redirect_uris=REDIRECT_URI,
+            client_secret="agent-secret",
+        )
+
+    def good_claims(self) -> dict[str, Any]:
+        now = int(timezone.now().timestamp())
+        return {
+            "iss": self.documents.origin,
+            "sub": "someone-at-acme",
+            "aud": settings.CODEX_ISSUER_URL,
+            "resource": settings.CODEX_RESOURCE_URL,
+            "client_id": self.agent.client_id,
+            "jti": str(uuid.uuid4()),
+            "iat": now,
+            "exp": now + 300,
+            "scope": "notes:read",
+            "email": "someone@acme.test",
+        }
+
+    @HOSTILE
+    @given(
+        header=st.fixed_dictionaries(
+            {"alg": st.just("RS256") | hostile_json},
+            optional={"kid": st.just("idp-1") | hostile_json, "typ": st.just(id_jag.TYP) | hostile_json},
+        ),
+        changes=st.fixed_dictionaries({}, optional={name: hostile_json for name in ID_JAG_CLAIMS}),
+    )
+    def test_token_with_hostile_id_jags(self, header: dict[str, Any], changes: dict[str, Any]) -> None:
+        claims = {**self.good_claims(), **changes}
+        signing_input = f"{encoded_json(header)}.{encoded_json(claims)}"
+        signature = b64url(jwt.get_algorithm_by_name("RS256").sign(signing_input.encode(), IDP_KEY))
+        with emitted_logs() as logs:
+            response = Client().post(
+                "/o/token/",
+                {
+                    "grant_type": id_jag.GRANT_TYPE,
+                    "assertion": f"{signing_input}.{signature}",
+                    "client_id": self.agent.client_id,
+                    "client_secret": "agent-secret",
+                },
+            )
+        self.assertLess(response.status_code, 500, response.content[:300])
+        self.assertEqual(logs.errors(), [])
+        self.assertEqual(logs.tracebacks(), [])
+        assert_consistent(self)
+        if response.status_code != 200:
+            self.assertEqual(response.json()["error"], "invalid_grant", response.content)

@@ -20,15 +20,21 @@ import sys
 import uuid
 from pathlib import Path
 
+from allauth.account.adapter import get_adapter as get_account_adapter
+from allauth.core import context as allauth_context
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.test import Client, SimpleTestCase, TestCase, override_settings
+from django.test import Client, RequestFactory, SimpleTestCase, TestCase, override_settings
 from django.utils import timezone
+from hypothesis import given
+from hypothesis import settings as settings_for_hypothesis
+from hypothesis import strategies as st
 from oauth2_provider.models import get_application_model
 
 from authserver.core.tokens import mint_access_token
 from authserver.models import ClientKeys
 from authserver.people.devices import COOKIE
+from common.redirects import safe_next
 from tests.clocks import SignInClock
 from tests.hosted_clients import ASSERTION_TYPE, ChatGPTLike, DocumentsServer
 from tests.oauth_helpers import REDIRECT_URI, forms_of, pkce_pair, query_of
@@ -285,6 +291,57 @@ class UnsafeNextTest(TestCase):
                 self.assertEqual(answer.status_code, 302)
                 self.assertNotIn("elsewhere.example", answer["Location"])
                 self.assertFalse(answer["Location"].startswith("javascript:"))
+
+    def test_a_posted_next_to_another_name_of_this_machine_is_not_followed(self) -> None:
+        # ALLOWED_HOSTS lists 127.0.0.1, localhost and [::1]; the request's host is one of them.
+        # A next is this site's only on the request's own host (another name reaches another
+        # port's server, or a browser's other cookies), whichever door reads it.
+        for target in ("http://localhost/x", "http://[::1]/x", "http://127.0.0.1/x", "//localhost/x"):
+            with self.subTest(target=target):
+                answer = Client(HTTP_HOST="127.0.0.1:8000").post(
+                    "/accounts/login/", {"login": "alice", "password": "alice-password", "next": target}
+                )
+                self.assertEqual(answer.status_code, 302)
+                self.assertEqual(answer["Location"], settings.LOGIN_REDIRECT_URL)
+
+
+class OneNextRuleTest(SimpleTestCase):
+    """The query's next (codex_site.middleware) and every next allauth follows (its adapter's
+    is_safe_url) are judged by one function: no URL passes one door and not the other."""
+
+    HOSTS = ("127.0.0.1:8000", "localhost", "[::1]:8000", "testserver")
+
+    @given(
+        url=st.one_of(
+            st.text(max_size=40),
+            st.builds(
+                "{}{}{}".format,
+                st.sampled_from(["", "http:", "https:", "//", "http://", "https://", "javascript:", "/\\\\", "///"]),
+                st.sampled_from(
+                    [
+                        "localhost",
+                        "127.0.0.1",
+                        "[::1]",
+                        "127.0.0.1:8000",
+                        "[::1]:8000",
+                        "testserver",
+                        "evil.example",
+                        "localhost:8000",
+                        "",
+                    ]
+                ),
+                st.sampled_from(["", "/", "/x", "/codex/?q=1", "@evil.example/"]),
+            ),
+        ),
+        host=st.sampled_from(HOSTS),
+        secure=st.booleans(),
+    )
+    @settings_for_hypothesis(max_examples=300, deadline=None)
+    def test_the_middleware_and_allauth_agree_on_every_next(self, url: str, host: str, secure: bool) -> None:
+        request = RequestFactory().get("/", HTTP_HOST=host, secure=secure)
+        with allauth_context.request_context(request):
+            followed = get_account_adapter(request).is_safe_url(url)
+        self.assertEqual(followed, safe_next(request, url), (url, host, secure))
 
 
 class KnownDeviceCookieTest(TestCase):

@@ -8,6 +8,11 @@
   at the fetch's deadline, and real new clients are served meanwhile; a key set that could not be
   fetched is not fetched again for a minute.
 - The error page says whether a document was refused or this server was busy.
+- Stalled TLS handshakes (a listener that accepts and never answers) from five networks hold
+  every fetch slot: a new client's first authorization still gets its document fetched, as a
+  fetch past the patience gives its slot up; a fetch younger than the patience keeps it; one
+  block of networks holds at most its share; and a slow but working document is served in full
+  while nobody else needs its slot.
 """
 
 import base64
@@ -20,17 +25,17 @@ from unittest import mock
 
 import httpx2
 from django.conf import settings
-from django.db import connection
-from django.test import Client, TestCase, override_settings
+from django.db import connection, connections
+from django.test import Client, SimpleTestCase, TestCase, TransactionTestCase, override_settings
 from django.utils import timezone
 from oauth2_provider.models import get_application_model
 
-from authserver.clients import registration
+from authserver.clients import fetching, registration
 from authserver.models import ClientKeys, PendingRegistration
 from codex_site.settings import oauth2_provider_settings
 from tests.hosted_clients import ASSERTION_TYPE, ChatGPTLike
 from tests.live import LiveServerTestCase
-from tests.loopback_http import DocumentsServer
+from tests.loopback_http import DocumentsServer, StallingListener
 from tests.oauth_helpers import REDIRECT_URI, authorization_url, pkce_pair
 
 Application = get_application_model()
@@ -342,3 +347,233 @@ class SlowDripTest(LiveServerTestCase):
             self.assertEqual(answer.status_code, 401, answer.text)
         self.assertEqual(chatgpt.jwks_requests, 1)
         self.assertIn("could not be fetched", answer.json()["error_description"])
+
+
+# Five networks, each a /64 of its own /48, two requests each: ten fetches, every slot.
+ATTACKERS = [f"2001:db8:{block:x}:1::{host}" for block in range(1, 6) for host in (1, 2)]
+# Ten networks, each in a /48 of its own, one request each.
+SPREAD_ATTACKERS = [f"2001:db8:{block:x}:1::1" for block in range(1, 11)]
+NEWCOMER = "2001:db8:99:1::1"
+
+
+def authorize(address: str, client_id: str):
+    """An anonymous authorization request from ``address`` naming the document ``client_id``."""
+    try:
+        return Client(REMOTE_ADDR=address).get(
+            "/o/authorize/",
+            {
+                "response_type": "code",
+                "client_id": client_id,
+                "redirect_uri": REDIRECT_URI,
+                "code_challenge": pkce_pair()[1],
+                "code_challenge_method": "S256",
+            },
+        )
+    finally:
+        connections.close_all()  # this thread's own
+
+
+class Answers:
+    """The answers of requests sent from threads, and a way to wait for so many of them."""
+
+    def __init__(self) -> None:
+        self.pages: list[tuple[int, str]] = []
+        self._changed = threading.Condition()
+        self.threads: list[threading.Thread] = []
+
+    def send(self, address: str, client_id: str) -> None:
+        def request() -> None:
+            answer = authorize(address, client_id)
+            with self._changed:
+                self.pages.append((answer.status_code, answer.content.decode(errors="replace")))
+                self._changed.notify_all()
+
+        thread = threading.Thread(target=request)
+        thread.start()
+        self.threads.append(thread)
+
+    def wait_for(self, count: int) -> None:
+        """Until ``count`` answers have arrived (the timeout only ends a test that would hang)."""
+        with self._changed:
+            if not self._changed.wait_for(lambda: len(self.pages) >= count, timeout=60):
+                raise AssertionError(f"only {len(self.pages)} of {count} answers arrived")
+
+    def join(self) -> None:
+        for thread in self.threads:
+            thread.join()
+
+
+@override_settings(CODEX_CIMD_RATE_LIMIT=1_000_000, CODEX_FETCHES_AT_ONCE=10)
+class StalledHandshakesTest(TransactionTestCase):
+    """The attack round's: authorization requests from a handful of networks name documents on a
+    server that accepts the connection and never answers the TLS handshake. Nothing here is decided
+    by waiting: the deadline is far away (600 s), and the patience is 0 (every fetch under way is
+    past it) or an hour (none is)."""
+
+    def setUp(self) -> None:
+        self.stalls = self.enterContext(StallingListener())
+        self.documents = self.enterContext(DocumentsServer())
+        self.enterContext(
+            override_settings(
+                OAUTH2_PROVIDER=oauth2_provider_settings(settings.CODEX_PUBLIC_URL)
+                | {"CIMD_FETCH_TIMEOUT_SECONDS": 600}
+            )
+        )
+        self.attack = Answers()
+
+    def good_document(self, name: str) -> str:
+        client_id = f"{self.documents.origin}/good/{name}.json"
+        self.documents.documents[f"/good/{name}.json"] = document(client_id)
+        return client_id
+
+    def end_the_attack(self) -> None:
+        self.stalls.__exit__()  # the stalled handshakes see the connection closed
+        self.attack.join()
+
+    def hold_every_slot(self, attackers: list[str]) -> None:
+        for number, address in enumerate(attackers):
+            self.attack.send(address, f"{self.stalls.origin}/stalled/{number}.json")
+        self.stalls.wait_for(len(attackers))  # ten handshakes under way, none answered
+        self.assertEqual(fetching.SLOTS.in_use(), settings.CODEX_FETCHES_AT_ONCE)
+
+    def assert_served_and_one_stall_yielded(self, attackers: list[str], *, status: int, words: str) -> float:
+        newcomer = self.good_document("newcomer")
+        started = time.monotonic()
+        answer = authorize(NEWCOMER, newcomer)
+        took = time.monotonic() - started
+        self.assertEqual(answer.status_code, 302, answer.content[:500])  # on to sign in: the document was used
+        self.assertIn("/accounts/login/", answer["Location"])
+        self.assertTrue(Application.objects.filter(client_id=newcomer).exists())
+        # One stalled fetch gave its slot up: its request ended at once.
+        self.attack.wait_for(1)
+        [(answered, page)] = self.attack.pages
+        self.assertEqual(answered, status, page[:500])
+        self.assertIn(words, page)
+        self.assertEqual(fetching.SLOTS.in_use(), len(attackers) - 1)  # the other stalls; the newcomer's is done
+        return took
+
+    @override_settings(CODEX_FETCH_PATIENCE_SECONDS=3600)
+    def test_a_new_clients_document_is_fetched_while_stalled_handshakes_from_five_networks_hold_every_slot(
+        self,
+    ) -> None:
+        # The attack round's shape: the five networks' blocks hold two slots each, and a newcomer's
+        # block none, so one of theirs gives way at once, however young (the patience is an hour
+        # here): as busy, nothing held against its document.
+        self.hold_every_slot(ATTACKERS)
+        took = self.assert_served_and_one_stall_yielded(ATTACKERS, status=503, words="This server is busy")
+        print(
+            f"\n{len(ATTACKERS)} stalled handshakes from {len(ATTACKERS) // 2} networks held every slot; "
+            f"a new client's document was fetched in {took:.2f} s; 1 stalled fetch gave its slot up"
+        )
+        self.end_the_attack()
+
+    @override_settings(CODEX_FETCH_PATIENCE_SECONDS=0)
+    def test_past_the_patience_even_one_stalled_fetch_per_block_gives_its_slot_up(self) -> None:
+        self.hold_every_slot(SPREAD_ATTACKERS)
+        self.assert_served_and_one_stall_yielded(
+            SPREAD_ATTACKERS, status=400, words="when every fetch slot of this server was in use"
+        )
+        self.end_the_attack()
+
+    @override_settings(CODEX_FETCH_PATIENCE_SECONDS=3600)
+    def test_fetches_younger_than_the_patience_from_a_block_each_keep_their_slots(self) -> None:
+        # What holding every slot costs (docs/architecture.md): one young fetch from each of ten blocks.
+        self.hold_every_slot(SPREAD_ATTACKERS)
+        newcomer = self.good_document("newcomer")
+        busy = authorize(NEWCOMER, newcomer)
+        self.assertEqual(busy.status_code, 503, busy.content[:500])
+        self.assertIn("This server is busy", busy.content.decode())
+        self.assertEqual(self.documents.fetched.get("/good/newcomer.json", 0), 0)
+        self.assertEqual(self.attack.pages, [])
+        self.end_the_attack()
+        self.assertEqual(authorize(NEWCOMER, newcomer).status_code, 302)
+
+    @override_settings(CODEX_FETCH_PATIENCE_SECONDS=0)
+    def test_one_block_of_networks_holds_at_most_its_share_of_the_slots(self) -> None:
+        share = settings.CODEX_FETCHES_AT_ONCE_PER_BLOCK
+        # Twice the block's share, from /64s of one /48, two requests from each (its own share).
+        for number in range(2 * share):
+            self.attack.send(f"2001:db8:7:{number // 2:x}::1", f"{self.stalls.origin}/stalled/{number}.json")
+        self.stalls.wait_for(share)
+        self.attack.wait_for(share)  # those that found no slot are answered at once
+        self.assertEqual(self.stalls.accepted, share)
+        self.assertEqual([status for status, _ in self.attack.pages], [503] * share)
+        self.assertEqual(fetching.SLOTS.in_use(), share)
+        self.end_the_attack()
+
+    @override_settings(CODEX_FETCH_PATIENCE_SECONDS=0, CODEX_FETCHES_AT_ONCE=2)
+    def test_a_slow_but_working_document_is_served_while_nobody_needs_its_slot(self) -> None:
+        slow = self.good_document("slow")
+        arrived, let_go = self.documents.hold("/good/slow.json")
+        self.attack.send("2001:db8:5:1::1", slow)  # a person connecting a client whose server is slow
+        self.assertTrue(arrived.wait(60))
+        # Past the patience now; a newcomer that finds a free slot takes it and leaves this one be.
+        newcomer = self.good_document("newcomer")
+        self.assertEqual(authorize(NEWCOMER, newcomer).status_code, 302)
+        let_go.set()
+        self.attack.wait_for(1)
+        [(status, page)] = self.attack.pages
+        self.assertEqual(status, 302, page[:500])
+        self.assertTrue(Application.objects.filter(client_id=slow).exists())
+        self.end_the_attack()
+
+
+@override_settings(CODEX_FETCHES_AT_ONCE=2, CODEX_FETCHES_AT_ONCE_PER_ADDRESS=2, CODEX_FETCHES_AT_ONCE_PER_BLOCK=4)
+class FetchSlotsTest(SimpleTestCase):
+    """The books of the slots (authserver.clients.fetching._Slots), without a network."""
+
+    def setUp(self) -> None:
+        self.slots = fetching._Slots()
+
+    @override_settings(CODEX_FETCH_PATIENCE_SECONDS=0)
+    def test_the_fetch_that_has_run_longest_past_the_patience_gives_its_slot_up(self) -> None:
+        oldest, younger = self.slots.take("198.51.100.1"), self.slots.take("198.51.100.2")
+        newcomer = self.slots.take("203.0.113.1")
+        self.assertIsNotNone(newcomer)
+        self.assertEqual((oldest.yielded, younger.yielded, oldest.holding), (True, False, False))
+        self.assertEqual(self.slots.in_use(), 2)
+        with self.assertRaisesMessage(fetching.FetchYielded, "when every fetch slot"):
+            oldest.check()
+        self.slots.ended(oldest)  # it ends as too slow: the books do not change again
+        self.assertEqual(self.slots.in_use(), 2)
+
+    @override_settings(CODEX_FETCH_PATIENCE_SECONDS=3600)
+    def test_no_fetch_younger_than_the_patience_from_a_block_of_its_own_gives_its_slot_up(self) -> None:
+        held = [self.slots.take("198.51.100.1"), self.slots.take("198.51.101.1")]
+        self.assertIsNone(self.slots.take("203.0.113.1"))
+        self.assertFalse(any(fetch.yielded for fetch in held))
+
+    @override_settings(CODEX_FETCH_PATIENCE_SECONDS=3600)
+    def test_a_block_holding_two_slots_more_than_the_newcomers_gives_one_up_however_young(self) -> None:
+        older, younger = self.slots.take("198.51.100.1"), self.slots.take("198.51.100.2")  # one /24
+        self.assertIsNone(self.slots.take("198.51.100.3"))  # the same block: nothing to even out
+        newcomer = self.slots.take("203.0.113.1")
+        self.assertIsNotNone(newcomer)
+        self.assertEqual((older.yielded, younger.yielded), (True, False))
+        with self.assertRaises(fetching.FetchCrowdedOut):  # busy: nothing held against its remote
+            older.check()
+        # Now one each: the next newcomer from a third block waits.
+        self.assertIsNone(self.slots.take("192.0.2.1"))
+
+    @override_settings(CODEX_FETCH_PATIENCE_SECONDS=0, CODEX_FETCHES_AT_ONCE=1)
+    def test_a_fetch_still_resolving_yields_only_while_fewer_resolvers_than_slots_linger(self) -> None:
+        first = self.slots.take("198.51.100.1")
+        self.slots.resolving(first)
+        second = self.slots.take("198.51.100.2")  # first's resolver lingers, counted
+        self.assertTrue(first.yielded and first.lingering)
+        self.slots.resolving(second)
+        self.assertIsNone(self.slots.take("198.51.100.3"))  # one lingers already: second keeps its slot
+        self.slots.resolved(first)
+        third = self.slots.take("198.51.100.3")
+        self.assertTrue(second.yielded)
+        self.assertIsNotNone(third)
+
+    def test_a_network_and_a_block_hold_at_most_their_shares(self) -> None:
+        with override_settings(CODEX_FETCHES_AT_ONCE=10, CODEX_FETCH_PATIENCE_SECONDS=0):
+            self.assertIsNotNone(self.slots.take("2001:db8:1:1::/64"))
+            self.assertIsNotNone(self.slots.take("2001:db8:1:1::/64"))
+            self.assertIsNone(self.slots.take("2001:db8:1:1::/64"))
+            self.assertIsNotNone(self.slots.take("2001:db8:1:2::/64"))
+            self.assertIsNotNone(self.slots.take("2001:db8:1:2::/64"))
+            self.assertIsNone(self.slots.take("2001:db8:1:3::/64"))  # the /48's four are taken
+            self.assertIsNotNone(self.slots.take("2001:db8:2:1::/64"))

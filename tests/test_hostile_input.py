@@ -40,7 +40,8 @@ from hypothesis import strategies as st
 from hypothesis.extra.django import TestCase as HypothesisTestCase
 from oauth2_provider.models import get_application_model
 
-from authserver.clients.registration import CLIENT_NAME_MAX_CHARS, REDIRECT_URI_MAX_CHARS
+from authserver.clients.redirect_uris import REDIRECT_URI_MAX_CHARS
+from authserver.clients.registration import CLIENT_NAME_MAX_CHARS
 from notebook import services, transfer
 from notebook.limits import (
     CURSOR_MAX_CHARS,

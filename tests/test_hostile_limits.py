@@ -5,6 +5,9 @@
 - A full server-wide cap on waiting registrations refuses nobody new: the oldest make room.
 - An office's people signing in together from one address are not a flood, while guessing
   passwords across many accounts from that address is still throttled.
+- A client whose address the server was not told, or was told something that is no address,
+  counts as one client, "unknown", at every door (``common.ratelimit``): it cannot dodge a limit
+  by writing a new name, and the oauthlib side counts it as the Django side does.
 """
 
 import json
@@ -15,8 +18,9 @@ from pathlib import Path
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.test import Client, SimpleTestCase, TestCase, override_settings
+from django.test import Client, RequestFactory, SimpleTestCase, TestCase, override_settings
 from oauth2_provider.models import get_application_model
+from oauthlib.common import Request as OAuthlibRequest
 
 from authserver.models import PendingRegistration
 from tests.clocks import SignInClock, one_rate_window
@@ -58,6 +62,35 @@ class NetworkOfTest(SimpleTestCase):
         self.assertEqual(network_of("203.0.113.9"), "203.0.113.9")
         self.assertEqual(network_of("::ffff:203.0.113.9"), "203.0.113.9")
         self.assertEqual(network_of("unknown"), "unknown")
+
+
+class UnknownPeerTest(TestCase):
+    @override_settings(CODEX_DCR_RATE_LIMIT=2)
+    def test_addresses_that_are_no_address_count_as_one_client(self) -> None:
+        # uvicorn names no peer on a Unix socket, and applies whatever X-Forwarded-For a
+        # trusted proxy passes on: none of these is a network of its own.
+        with one_rate_window():
+            statuses = [register(address).status_code for address in ("", "garbage-1", "garbage-2", "unix:/run/x")]
+        self.assertEqual(statuses, [201, 201, 429, 429])
+        self.assertEqual(set(PendingRegistration.objects.values_list("address", flat=True)), {"unknown"})
+
+    def test_a_django_request_and_the_oauthlib_request_dot_makes_of_it_have_one_network(self) -> None:
+        from oauth2_provider.oauth2_backends import get_oauthlib_core
+
+        from common.ratelimit import client_network, oauthlib_client_network
+
+        core = get_oauthlib_core()
+        for address in ("203.0.113.9", "::ffff:203.0.113.9", "2001:db8:1:2::7", "", "garbage", None):
+            with self.subTest(address=address):
+                request = RequestFactory().post("/o/token/", {"grant_type": "client_credentials"})
+                if address is None:
+                    del request.META["REMOTE_ADDR"]
+                else:
+                    request.META["REMOTE_ADDR"] = address
+                as_dot_hands_it = OAuthlibRequest(
+                    request.build_absolute_uri(), "POST", "", core.extract_headers(request)
+                )
+                self.assertEqual(oauthlib_client_network(as_dot_hands_it), client_network(request))
 
 
 class IPv6RotationTest(TestCase):

@@ -6,12 +6,20 @@ registrations, each from an address of its own); then try the throttled actions 
 again. Each stays refused. The shared cache's row limit is lowered, so that the flood is many
 times what it holds (with Django's culling, a few hundred such requests wiped it).
 
-And when that state cannot be written, the action is refused, never let through."""
+And when that state cannot be written, the action is refused, never let through.
+
+And what strangers can put there is bounded per stranger: every kind of anonymous request that
+leaves a row, sent from many IPv6 /64s, each more often than its limits allow, leaves at most a
+network's bound of rows per network (a row per counter kind, and one per failed sign-in its own
+limit let through), whatever it sends; past the table's MAX_ENTRIES nothing is evicted, nothing
+refused, and the log says so."""
 
 import base64
 import datetime as dt
+import hashlib
 import secrets
 import uuid
+from collections import Counter
 
 from allauth.mfa.models import Authenticator
 from allauth.mfa.totp.internal import auth as totp_auth
@@ -22,8 +30,10 @@ from django.test import Client, TestCase, override_settings
 from django.utils import timezone
 from oauth2_provider.models import get_application_model
 
+from authserver.clients import key_sets
 from authserver.models import ClientKeys
-from tests.clocks import SignInClock
+from common import durable_cache, ratelimit
+from tests.clocks import SignInClock, one_rate_window
 from tests.hosted_clients import ASSERTION_TYPE, ChatGPTLike, DocumentsServer
 from tests.oauth_helpers import REDIRECT_URI
 from tests.totp import totp
@@ -229,3 +239,166 @@ class ThrottleThatCannotBeWrittenTest(TestCase):
         self.assertEqual({answer.status_code for answer in answers}, {503})
         signed_in = attacker.post("/accounts/login/", {"login": "victim", "password": "victim-password"})
         self.assertEqual(signed_in.status_code, 503)
+
+
+NETWORKS = 20
+MAX_ENTRIES = 100  # the flood's rows are several times this
+SIGN_INS, DOCUMENTS, REGISTRATIONS, TOKEN_REQUESTS = 15, 5, 5, 5  # each more than a network's limits allow
+
+
+def cache_keys() -> list[str]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT cache_key FROM codex_cache")
+        return [row[0] for row in cursor.fetchall()]
+
+
+def kind_of(key: str, network: str, logins: set[str]) -> str:
+    """Which state a row of the default cache is, as this test's flood made it."""
+    if key.endswith(f"ip:{network}") or f":{network}:" in key:
+        return key.split(":")[5] if ":allauth:" in key else key.split(":")[3]
+    if key.rsplit(":", 1)[-1] in logins:
+        return "failed sign-in of a made-up account"
+    return key.split(":")[2]
+
+
+@override_settings(
+    CACHES={**settings.CACHES, "default": {**settings.CACHES["default"], "OPTIONS": {"MAX_ENTRIES": MAX_ENTRIES}}},
+    CODEX_DCR_PENDING_MAX=1_000_000,
+    CODEX_DCR_PENDING_PER_ADDRESS=1_000_000,
+)
+class RowsPerNetworkTest(TestCase):
+    @classmethod
+    def setUpClass(cls) -> None:
+        super().setUpClass()
+        cls.documents = cls.enterClassContext(DocumentsServer())
+        cls.chatgpt = ChatGPTLike(cls.documents)
+
+    def setUp(self) -> None:
+        for patcher in (SignInClock().patch(), one_rate_window()):
+            patcher.start()
+            self.addCleanup(patcher.stop)
+        Application = get_application_model()
+        Application.objects.create(
+            client_id=self.chatgpt.client_id,
+            client_type=Application.CLIENT_PUBLIC,
+            authorization_grant_type=Application.GRANT_AUTHORIZATION_CODE,
+            redirect_uris=REDIRECT_URI,
+            registration_source=Application.RegistrationSource.CIMD,
+            cimd_expires_at=timezone.now() + dt.timedelta(days=1),
+        )
+        ClientKeys.objects.create(
+            client_id=self.chatgpt.client_id, jwks_uri=self.chatgpt.jwks_uri, signing_algorithm="RS256"
+        )
+
+    def flood_from(self, number: int) -> tuple[str, set[str]]:
+        """Every kind of anonymous request that leaves a row, from one /64: its network, and the
+        keys of the made-up accounts it tried."""
+        address = f"2001:db8:{number:x}:{number:x}::1"
+        client = Client(REMOTE_ADDR=address)
+        logins = set()
+        for attempt in range(SIGN_INS):
+            login = f"nobody-{number}-{attempt}"
+            logins.add(hashlib.sha256(login.encode()).hexdigest())
+            client.post("/accounts/login/", {"login": login, "password": "guess"})
+        for attempt in range(DOCUMENTS):
+            client.get(
+                "/o/authorize/",
+                {
+                    "response_type": "code",
+                    "client_id": f"https://127.0.0.1:9/flood/{number}-{attempt}.json",
+                    "redirect_uri": REDIRECT_URI,
+                    "code_challenge": "a" * 43,
+                    "code_challenge_method": "S256",
+                },
+            )
+        for _ in range(REGISTRATIONS):
+            client.post(
+                "/o/register/",
+                {"redirect_uris": [REDIRECT_URI], "token_endpoint_auth_method": "none"},
+                content_type="application/json",
+            )
+        for attempt in range(TOKEN_REQUESTS):
+            # A known client's assertion (its key set fetched once, for everyone), one naming a key
+            # nobody has (the key set fetched again at most once a minute), one naming an unknown
+            # document (nothing fetched, nothing kept).
+            kid = "rotated-away" if attempt % 2 else None
+            client.post(
+                "/o/token/",
+                {
+                    "grant_type": "authorization_code",
+                    "code": "c",
+                    "redirect_uri": REDIRECT_URI,
+                    "code_verifier": "v" * 43,
+                    "client_id": self.chatgpt.client_id,
+                    "client_assertion_type": ASSERTION_TYPE,
+                    "client_assertion": self.chatgpt.assertion(
+                        settings.CODEX_ISSUER_URL, jti=str(uuid.uuid4()), **({"kid": kid} if kid else {})
+                    ),
+                },
+            )
+            client.post(
+                "/o/token/",
+                {"grant_type": "authorization_code", "code": "c", "client_id": f"https://127.0.0.1:9/t/{number}.json"},
+            )
+        return str(ratelimit.network_of(address)), logins
+
+    def test_a_key_set_is_kept_ten_minutes_at_most_whatever_its_cache_control_says(self) -> None:
+        # A network's documents can each name a key set of their own; kept for the day their
+        # Cache-Control asks, each would outlive the client made from it by hours.
+        self.documents.cache_control = "max-age=86400"
+        self.addCleanup(setattr, self.documents, "cache_control", "max-age=600")
+        answer = Client(REMOTE_ADDR="2001:db8:5:5::1").post(
+            "/o/token/",
+            {
+                "grant_type": "authorization_code",
+                "code": "c",
+                "redirect_uri": REDIRECT_URI,
+                "code_verifier": "v" * 43,
+                "client_id": self.chatgpt.client_id,
+                "client_assertion_type": ASSERTION_TYPE,
+                "client_assertion": self.chatgpt.assertion(settings.CODEX_ISSUER_URL, jti=str(uuid.uuid4())),
+            },
+        )
+        self.assertEqual(answer.json().get("error"), "invalid_grant", answer.content)  # authenticated
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT expires FROM codex_cache WHERE cache_key LIKE %s", ["%client-jwks:%"])
+            [(expires,)] = cursor.fetchall()
+        if isinstance(expires, str):  # SQLite's text, in UTC
+            expires = dt.datetime.fromisoformat(expires)
+        if expires.tzinfo is None:
+            expires = expires.replace(tzinfo=dt.UTC)
+        self.assertLessEqual(expires, timezone.now() + dt.timedelta(seconds=key_sets.KEY_SET_SECONDS + 1))
+
+    def test_a_flood_from_many_networks_leaves_each_its_bound_of_rows_and_refuses_nobody(self) -> None:
+        bound = 4 + settings.CODEX_SIGNIN_FAILURES_PER_ADDRESS  # within one minute (the clocks stand still)
+        before = set(cache_keys())
+        measured: Counter[str] = Counter()
+        with self.assertLogs("common.durable_cache", "WARNING") as logs:
+            for number in range(1, NETWORKS + 1):
+                keys_before = set(cache_keys())
+                network, logins = self.flood_from(number)
+                made = set(cache_keys()) - keys_before
+                kinds = Counter(kind_of(key, network, logins) for key in made)
+                measured.update(kinds)
+                per_network = sum(count for kind, count in kinds.items() if not kind.startswith("client-jwks"))
+                self.assertLessEqual(per_network, bound, f"network {network} left {kinds}")
+                durable_cache.forget_sweeps()  # each network's first write sweeps, and counts
+        flood_rows = set(cache_keys()) - before
+        self.assertGreater(len(flood_rows), MAX_ENTRIES)
+        # Every row of the flood is still there: nothing live was evicted past the limit.
+        self.assertEqual(len(flood_rows), sum(measured.values()))
+        self.assertTrue(any("past its MAX_ENTRIES" in line for line in logs.output))
+        print(f"\nrows of the default cache left by {NETWORKS} networks' floods (per network: at most {bound}):")
+        for kind, count in sorted(measured.items()):
+            print(f"  {kind:<40} {count:>5}  ({count / NETWORKS:.2f} per network)")
+        # A network new to the server is served as before: nothing is refused for the full table.
+        newcomer = Client(REMOTE_ADDR="2001:db8:ffff:1::1")
+        registered = newcomer.post(
+            "/o/register/",
+            {"redirect_uris": [REDIRECT_URI], "token_endpoint_auth_method": "none"},
+            content_type="application/json",
+        )
+        self.assertEqual(registered.status_code, 201, registered.content)
+        get_user_model().objects.create_user("person", password="person-password")
+        signed_in = newcomer.post("/accounts/login/", {"login": "person", "password": "person-password"})
+        self.assertEqual(signed_in.status_code, 302, signed_in.content[:300])

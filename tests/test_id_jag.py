@@ -8,6 +8,7 @@ Here the IdP's discovery document and key set are served over https from loopbac
 are signed in the test (each negative needs a forged one); tests/test_id_jag_idp.py has a real
 OpenID provider mint them for the SDK's client."""
 
+import datetime as dt
 import hashlib
 import hmac
 import json
@@ -21,6 +22,8 @@ from allauth.socialaccount.models import SocialAccount
 from cryptography.hazmat.primitives import serialization
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.core.cache import cache
+from django.db import connection
 from django.test import TestCase, override_settings
 from django.utils import timezone
 from oauth2_provider.models import AccessToken, Application, RefreshToken
@@ -189,23 +192,65 @@ class IdJagGrantTest(IdJagTestCase):
         response = self.present(signed(self.claims()))
         self.assertEqual(set(response.json()["scope"].split()), set(BOTH.split()))
 
-    def test_a_public_client_presents_its_id_jag_with_its_id_alone(self) -> None:
+    def test_without_a_requested_scope_it_gets_those_of_the_id_jag_this_server_offers(self) -> None:
+        # An IdP may grant scopes of its own beside this server's (openid, another resource's):
+        # asked for nothing, the client gets this server's share, as it would asking for them.
+        response = self.present(signed(self.claims(scope="openid notes:read profile notes:write")))
+        self.assertEqual(response.status_code, 200, response.content)
+        self.assertEqual(set(response.json()["scope"].split()), set(BOTH.split()))
+        self.assertEqual(set(AccessToken.objects.get().scope.split()), set(BOTH.split()))
+
+    def test_a_public_client_is_refused_unless_the_operator_allows_public_clients(self) -> None:
+        # The draft's security considerations: the grant SHOULD only be supported for
+        # confidential clients; anyone who holds a public client's ID-JAG could redeem it.
         public = Application.objects.create(
             name="Public agent",
             client_type=Application.CLIENT_PUBLIC,
             authorization_grant_type=Application.GRANT_AUTHORIZATION_CODE,
             redirect_uris="http://127.0.0.1:9/callback",
         )
-        response = self.client.post(
-            TOKEN_URL,
-            {
-                "grant_type": id_jag.GRANT_TYPE,
-                "assertion": signed(self.claims(client_id=public.client_id)),
-                "client_id": public.client_id,
-            },
-        )
+
+        def present_with_its_id_alone():
+            return self.client.post(
+                TOKEN_URL,
+                {
+                    "grant_type": id_jag.GRANT_TYPE,
+                    "assertion": signed(self.claims(client_id=public.client_id)),
+                    "client_id": public.client_id,
+                },
+            )
+
+        before = stored_counts()
+        refused = present_with_its_id_alone()
+        self.assert_refused(refused, "unauthorized_client", "only from a confidential client")
+        self.assertIn("CODEX_ID_JAG_PUBLIC_CLIENTS", refused.json()["error_description"])
+        self.assertEqual(stored_counts(), before)
+        with override_settings(CODEX_ID_JAG_PUBLIC_CLIENTS=True):
+            response = present_with_its_id_alone()
         self.assertEqual(response.status_code, 200, response.content)
         self.assertEqual(AccessToken.objects.get().application, public)
+
+    def test_an_issuer_published_with_a_trailing_slash_is_trusted_exactly_as_published(self) -> None:
+        # Auth0's issuers end in "/": the discovery document, every ID-JAG's iss and the
+        # configuration name "https://tenant.auth0.com/", and RFC 8414 §3.3 and OpenID Connect
+        # Discovery §4.3 compare the issuer exactly as published.
+        origin = self.documents.origin
+        published = origin + "/"
+        discovery = "/.well-known/openid-configuration"
+        self.documents.documents[discovery] = {"issuer": published, "jwks_uri": origin + "/jwks"}
+        self.addCleanup(
+            self.documents.documents.__setitem__, discovery, {"issuer": origin, "jwks_uri": origin + "/jwks"}
+        )
+        with override_settings(**sso_settings(provider_entry(published))):
+            response = self.present(signed(self.claims(iss=published)))
+            self.assertEqual(response.status_code, 200, response.content)
+            self.assertEqual(OrganizationGrant.objects.get().issuer, published)
+            # The same issuer without its slash is another issuer, which nobody trusts.
+            self.assert_refused_storing_nothing(signed(self.claims(iss=origin)), "not an identity provider")
+        # Configured without the slash while the provider publishes it with one: its discovery
+        # document names another issuer, and no key of it is used.
+        with override_settings(**sso_settings(provider_entry(origin))):
+            self.assert_refused_storing_nothing(signed(self.claims()), "names another issuer")
 
     def test_a_metadata_document_client_with_private_key_jwt_presents_its_id_jag(self) -> None:
         chatgpt = ChatGPTLike(self.documents)
@@ -304,6 +349,70 @@ class IdJagGrantTest(IdJagTestCase):
         self.assertNotIn("Acme agent", self.client.get("/account/clients/").content.decode())
 
 
+def seconds_kept(kind: str) -> float:
+    """How long from now the one row of the ``default`` cache whose key holds ``kind`` lives."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT expires FROM codex_cache WHERE cache_key LIKE %s", [f"%:{kind}:%"])
+        [(expires,)] = cursor.fetchall()
+    if isinstance(expires, str):  # SQLite's text, in UTC
+        expires = dt.datetime.fromisoformat(expires)
+    if expires.tzinfo is None:
+        expires = expires.replace(tzinfo=dt.UTC)
+    return (expires - timezone.now()).total_seconds()
+
+
+class IdJagKeySetTest(IdJagTestCase):
+    """The IdP's key set is fetched, checked and kept as a client's is (authserver.clients.key_sets)."""
+
+    def serve_keys(self, keys: list[Any], *, cache_control: str | None = None) -> None:
+        """Serve ``keys`` as the IdP's set from now on, with nothing of an earlier set kept."""
+        cache.clear()
+        original = self.documents.documents["/jwks"]
+        self.documents.documents["/jwks"] = {"keys": keys}
+        self.addCleanup(self.documents.documents.__setitem__, "/jwks", original)
+        if cache_control is not None:
+            self.documents.cache_control = cache_control
+            self.addCleanup(setattr, self.documents, "cache_control", "max-age=600")
+
+    def test_a_key_set_that_publishes_a_private_or_symmetric_key_is_not_trusted_at_all(self) -> None:
+        good = public_jwk(KEY, "idp-1", "RS256")
+        private = {**public_jwk(OTHER_KEY, "idp-2", "RS256"), "d": "c2VjcmV0"}
+        symmetric = {"kty": "oct", "kid": "idp-3", "k": "c2VjcmV0"}
+        for name, keys in {"private": [good, private], "symmetric": [good, symmetric]}.items():
+            with self.subTest(name):
+                self.serve_keys(keys)
+                # Signed with the good key: the set that publishes a secret beside it is refused whole.
+                self.assert_refused_storing_nothing(signed(self.claims()), "private or symmetric key")
+
+    def test_a_key_set_that_is_not_one_is_refused(self) -> None:
+        good = public_jwk(KEY, "idp-1", "RS256")
+        cases = {
+            "too many keys": ([good] * 33, "at most 32"),
+            "a key without kty": ([good, {"kid": "idp-2"}], "not a JSON Web Key"),
+            "a key that is not an object": ([good, "idp-2"], "not a JSON Web Key"),
+            "no key": ([], "holds no key"),
+        }
+        for name, (keys, words) in cases.items():
+            with self.subTest(name):
+                self.serve_keys(keys)
+                self.assert_refused_storing_nothing(signed(self.claims()), words)
+
+    def test_a_failed_fetch_is_remembered_a_minute_as_a_clients_is(self) -> None:
+        discovery = "/.well-known/openid-configuration"
+        original = self.documents.documents.pop(discovery)
+        self.addCleanup(self.documents.documents.__setitem__, discovery, original)
+        self.assert_refused_storing_nothing(signed(self.claims()), "could not be fetched")
+        self.assertGreater(seconds_kept("idp-jwks-failed"), 59)
+        fetched = self.documents.fetched.get(discovery, 0)
+        self.assert_refused_storing_nothing(signed(self.claims()), "could not be fetched")
+        self.assertEqual(self.documents.fetched.get(discovery, 0), fetched)
+
+    def test_the_key_set_is_kept_ten_minutes_at_most_whatever_its_cache_control_says(self) -> None:
+        self.serve_keys([public_jwk(KEY, "idp-1", "RS256")], cache_control="max-age=86400")
+        self.assertEqual(self.present(signed(self.claims())).status_code, 200)
+        self.assertLessEqual(seconds_kept("idp-jwks"), 600)
+
+
 class IdJagRefusalTest(IdJagTestCase):
     """Each negative: refused with invalid_grant (or invalid_client), storing nothing."""
 
@@ -325,6 +434,10 @@ class IdJagRefusalTest(IdJagTestCase):
     def test_another_resource_is_refused(self) -> None:
         assertion = signed(self.claims(resource="https://other.example/mcp"))
         self.assert_refused_storing_nothing(assertion, "resource must be")
+
+    def test_an_id_jag_without_a_resource_is_refused(self) -> None:
+        # The MCP extension makes resource REQUIRED, and the server MUST check it.
+        self.assert_refused_storing_nothing(signed(self.claims(resource=None)), "has no resource claim")
 
     def test_another_resource_in_the_request_is_refused_as_invalid_target(self) -> None:
         before = stored_counts()
@@ -365,6 +478,15 @@ class IdJagRefusalTest(IdJagTestCase):
         assertion = signed(self.claims(scope="notes:read"))
         self.assert_refused_storing_nothing(assertion, "none of the scopes asked for", scope="notes:write")
         self.assert_refused_storing_nothing(signed(self.claims(scope=None)), "none of the scopes")
+
+    def test_a_subject_longer_than_a_sign_in_link_holds_is_refused(self) -> None:
+        # allauth's SocialAccount.uid holds 191 characters: a longer sub could never be linked
+        # (PostgreSQL refuses the row), so it is refused before anything is written.
+        limit = SocialAccount._meta.get_field("uid").max_length
+        claims = self.claims(sub="s" * (limit + 1), email="bea@acme.test")
+        self.assert_refused_storing_nothing(signed(claims), f"sub must be a string of 1 to {limit} characters")
+        response = self.present(signed(self.claims(sub="s" * limit, email="bea@acme.test")))
+        self.assertEqual(response.status_code, 200, response.content)
 
     def test_a_deactivated_person_is_refused(self) -> None:
         get_user_model().objects.filter(pk=self.alice.pk).update(is_active=False)

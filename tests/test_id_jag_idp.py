@@ -9,7 +9,6 @@ are refused with invalid_grant, storing nothing (tests/test_id_jag.py has every 
 import base64
 import hashlib
 import json
-import re
 import secrets
 import tempfile
 from pathlib import Path
@@ -31,7 +30,7 @@ from mcp_endpoint.auth import token_checksum
 from tests.live import LiveServerTestCase
 from tests.loopback_http import self_signed
 from tests.mcp_client import all_four_tools, with_client
-from tests.oidc import OIDCProvider, sso_settings
+from tests.oidc import OIDCProvider, sso_settings, through_provider_pages
 from tests.sdk_oauth import MemoryStorage
 from tests.test_id_jag import stored_counts
 
@@ -65,6 +64,10 @@ class EnterpriseIdP:
     def close(self) -> None:
         self.http.close()
 
+    def endpoint(self, name: str) -> str:
+        """oidc-provider's endpoint ``name`` (``auth``, ``token``) under its issuer, a trailing slash or not."""
+        return urljoin(self.issuer.rstrip("/") + "/", name)
+
     def id_token(self, login: str, client: dict[str, str] = AT_IDP) -> str:
         """The authorization code flow with PKCE through oidc-provider's development sign-in pages."""
         verifier = secrets.token_urlsafe(48)
@@ -78,24 +81,12 @@ class EnterpriseIdP:
             "code_challenge_method": "S256",
             "state": "s",
         }
-        # Follow the IdP's redirects, answering its sign-in and consent pages as they come (a
-        # session the IdP remembers skips the sign-in), until it sends the browser back with a code.
-        location = f"{self.issuer}/auth?{urlencode(query)}"
-        for _ in range(12):
-            if location.startswith(CALLBACK):
-                break
-            response = self.http.get(urljoin(self.issuer, location))
-            if response.status_code == 200:
-                action = re.search(r'action="([^"]+)"', response.text).group(1)
-                prompt = re.search(r'name="prompt" value="([a-z]+)"', response.text).group(1)
-                answer = (
-                    {"prompt": "login", "login": login, "password": "any"} if prompt == "login" else {"prompt": prompt}
-                )
-                response = self.http.post(urljoin(self.issuer, action), data=answer)
-            location = response.headers["location"]
+        location = through_provider_pages(
+            self.http, f"{self.endpoint('auth')}?{urlencode(query)}", login, until=CALLBACK
+        )
         code = parse_qs(urlsplit(location).query)["code"][0]
         tokens = self.http.post(
-            f"{self.issuer}/token",
+            self.endpoint("token"),
             data={
                 "grant_type": "authorization_code",
                 "code": code,
@@ -119,7 +110,7 @@ class EnterpriseIdP:
         }
         if scope:
             data["scope"] = scope
-        answer = self.http.post(f"{self.issuer}/token", data=data)
+        answer = self.http.post(self.endpoint("token"), data=data)
         assert answer.status_code == 200, answer.text
         body = answer.json()
         assert (body["issued_token_type"], body["token_type"]) == (ID_JAG, "N_A"), body
@@ -129,8 +120,11 @@ class EnterpriseIdP:
 ORGANIZATION_AGENT = all_four_tools("granted by Acme", "acme")
 
 
-class EnterpriseManagedAuthorizationTest(LiveServerTestCase):
+class EnterpriseIdPTestCase(LiveServerTestCase):
+    """A live server trusting a real IdP (``trailing_slash``: whose issuer ends in "/")."""
+
     idp: OIDCProvider
+    trailing_slash = False
 
     @classmethod
     def setUpClass(cls) -> None:
@@ -152,6 +146,7 @@ class EnterpriseManagedAuthorizationTest(LiveServerTestCase):
             script="id_jag_provider.mjs",
             scheme="https",
             arguments=(str(cert), str(key), str(policy)),
+            trailing_slash=cls.trailing_slash,
         ).start()
         provider = {
             "id": "acme",
@@ -209,6 +204,25 @@ class EnterpriseManagedAuthorizationTest(LiveServerTestCase):
         )
         return provider, presented
 
+    def present(self, assertion: str, client: tuple[str, str] = HERE, **extra: str) -> httpx2.Response:
+        data = {
+            "grant_type": JWT_BEARER_GRANT_TYPE,
+            "assertion": assertion,
+            "client_id": client[0],
+            "client_secret": client[1],
+            **extra,
+        }
+        return httpx2.post(self.live.base_url + "/o/token/", data=data)
+
+    def assert_refused_storing_nothing(self, assertion: str, words: str, **kwargs: Any) -> None:
+        before = stored_counts()
+        response = self.present(assertion, **kwargs)
+        self.assertEqual((response.status_code, response.json()["error"]), (400, "invalid_grant"), response.text)
+        self.assertIn(words, response.json()["error_description"])
+        self.assertEqual(stored_counts(), before)
+
+
+class EnterpriseManagedAuthorizationTest(EnterpriseIdPTestCase):
     def test_the_sdk_client_lists_and_calls_all_four_tools_with_no_consent_page(self) -> None:
         storage = MemoryStorage()
         provider, presented = self.sdk_client("alice@acme.test", storage)
@@ -273,23 +287,6 @@ class EnterpriseManagedAuthorizationTest(LiveServerTestCase):
         self.assertEqual(cleo.codex.entries.count(), 1)
         self.assertEqual(get_user_model().objects.filter(email__iexact="cleo@acme.test").count(), 1)
 
-    def present(self, assertion: str, client: tuple[str, str] = HERE, **extra: str) -> httpx2.Response:
-        data = {
-            "grant_type": JWT_BEARER_GRANT_TYPE,
-            "assertion": assertion,
-            "client_id": client[0],
-            "client_secret": client[1],
-            **extra,
-        }
-        return httpx2.post(self.live.base_url + "/o/token/", data=data)
-
-    def assert_refused_storing_nothing(self, assertion: str, words: str, **kwargs: Any) -> None:
-        before = stored_counts()
-        response = self.present(assertion, **kwargs)
-        self.assertEqual((response.status_code, response.json()["error"]), (400, "invalid_grant"), response.text)
-        self.assertIn(words, response.json()["error_description"])
-        self.assertEqual(stored_counts(), before)
-
     def test_id_jags_the_real_idp_minted_for_something_else_are_refused(self) -> None:
         id_token = self.enterprise.id_token("alice@acme.test")
         mint = self.enterprise.id_jag
@@ -314,3 +311,29 @@ class EnterpriseManagedAuthorizationTest(LiveServerTestCase):
             get_user_model().objects.filter(pk=self.alice.pk).update(is_active=False)
             assertion = mint(id_token, audience=self.issuer, resource=self.mcp_url)
             self.assert_refused_storing_nothing(assertion, "deactivated")
+
+
+class IssuerWithTrailingSlashTest(EnterpriseIdPTestCase):
+    """An IdP that publishes its issuer with a trailing slash, as Auth0 does: configured as
+    published, its ID-JAGs are trusted; the same issuer written without the slash is another one."""
+
+    trailing_slash = True
+
+    def test_the_sdk_client_connects_through_an_idp_whose_issuer_ends_in_a_slash(self) -> None:
+        self.assertTrue(self.idp.issuer.endswith("/"))
+        discovery = self.enterprise.http.get(self.enterprise.endpoint(".well-known/openid-configuration")).json()
+        self.assertEqual(discovery["issuer"], self.idp.issuer)
+        storage = MemoryStorage()
+        provider, presented = self.sdk_client("alice@acme.test", storage)
+        result = with_client(self.mcp_url, None, "auto", lambda client: client.list_tools(), auth=provider)
+        self.assertEqual(len(result.tools), 4)
+        self.assertEqual(
+            json.loads(base64.urlsafe_b64decode(presented[0].split(".")[1] + "==="))["iss"], self.idp.issuer
+        )
+        self.assertEqual(OrganizationGrant.objects.get().issuer, self.idp.issuer)
+        # Written without its slash, the configuration names another issuer than the IdP's.
+        without = {**self.provider, "issuer": self.idp.issuer.rstrip("/")}
+        with override_settings(**sso_settings(without), CODEX_CIMD_ALLOW_LOOPBACK=True):
+            id_token = self.enterprise.id_token("alice@acme.test")
+            assertion = self.enterprise.id_jag(id_token, audience=self.issuer, resource=self.mcp_url)
+            self.assert_refused_storing_nothing(assertion, "not an identity provider this server trusts")

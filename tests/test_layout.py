@@ -153,7 +153,7 @@ class NoImportCycleTest(SimpleTestCase):
             state[name] = 1
             for imported in sorted(graph[name]):
                 if state.get(imported) == 1:
-                    cycles.append(trail[trail.index(imported) :] + [imported])
+                    cycles.append([*trail[trail.index(imported) :], imported])
                 elif imported not in state:
                     visit(imported, [*trail, imported])
             state[name] = 2

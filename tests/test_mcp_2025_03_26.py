@@ -6,7 +6,7 @@ import dataclasses
 import json
 from unittest import mock
 
-from authserver.core.tokens import revoke_tokens
+from authserver.core.revocation import access_revoke
 from mcp_endpoint.batches import MAX_BATCH_MESSAGES
 from mcp_endpoint.tools import TOOLS, TOOLS_BY_NAME
 from notebook.models import Entry
@@ -179,7 +179,7 @@ class BatchTest(EraTestCase):
             try:
                 return search.adapter(*args)
             finally:
-                revoke_tokens(user=self.alice, by="operator")
+                access_revoke(user=self.alice, by="operator")
 
         revoking = {SEARCH: dataclasses.replace(search, adapter=search_then_revoke)}
         batch = [

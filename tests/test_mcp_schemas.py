@@ -24,7 +24,10 @@ class ToolListingTest(SimpleTestCase):
 
     def test_the_live_listing_serves_the_schemas_module_verbatim(self) -> None:
         listing = live_listing()
-        self.assertEqual(listing["server"], {"name": "agent-codex", "title": "Agent Codex", "version": "0.1.0"})
+        server = {key: listing["server"][key] for key in ["name", "title", "version"]}
+        self.assertEqual(server, {"name": "agent-codex", "title": "Agent Codex", "version": "0.1.0"})
+        # The rest of serverInfo as the documented example instance shows it (mcp_endpoint.identity).
+        self.assertEqual(listing["server"]["websiteUrl"], "https://codex.example.org/")
         self.assertEqual(
             [tool["name"] for tool in listing["tools"]],
             ["field_notes_save", "field_notes_get", "field_notes_search", "field_notes_update"],

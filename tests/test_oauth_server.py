@@ -124,6 +124,36 @@ class MetadataTest(OAuthServerTestCase):
         for path in ["/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-protected-resource"]:
             self.assertEqual(httpx2.get(self.base + path).json()["authorization_servers"], [issuer])
 
+    def test_the_only_metadata_served_is_this_servers_resource_and_issuer(self) -> None:
+        # RFC 9728 metadata names a resource this server accepts tokens for: /mcp, and nothing
+        # under the issuer (a token asked for <base>/o or <base>/o/mcp is refused, invalid_target).
+        # The issuer's metadata is not served under a path that would name another issuer.
+        for path in [
+            "/o/.well-known/oauth-protected-resource",
+            "/o/.well-known/oauth-protected-resource/mcp",
+            "/o/.well-known/oauth-authorization-server/o",  # an issuer <base>/o/.well-known/...: not this one
+        ]:
+            with self.subTest(path=path):
+                response = httpx2.get(self.base + path)
+                self.assertEqual(response.status_code, 404, response.text)
+                self.assertEqual(response.json()["error"], "not_found")
+        for path in ["/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-protected-resource"]:
+            with self.subTest(path=path):
+                self.assertEqual(httpx2.get(self.base + path).json()["resource"], self.base + "/mcp")
+
+    def test_the_authorization_server_metadata_answers_where_clients_look_with_one_issuer(self) -> None:
+        # RFC 8414's path-suffixed form and the root form (contract 8), and the issuer + well-known
+        # form some clients try: each names the issuer <base>/o.
+        for path in [
+            "/.well-known/oauth-authorization-server/o",
+            "/.well-known/oauth-authorization-server",
+            "/o/.well-known/oauth-authorization-server",
+        ]:
+            with self.subTest(path=path):
+                response = httpx2.get(self.base + path)
+                self.assertEqual(response.status_code, 200, response.text)
+                self.assertEqual(response.json()["issuer"], self.issuer)
+
     def test_openid_discovery_is_a_plain_404(self) -> None:
         for path in ["/.well-known/openid-configuration/o", "/o/.well-known/openid-configuration"]:
             response = httpx2.get(self.base + path)

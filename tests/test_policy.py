@@ -289,6 +289,13 @@ class PolicyAdminPageTest(TestCase):
             self.assertIn(setting.name, text)
         for shown in ("CODEX_DCR_ENABLED", "off", "1800 s", "acme.example", "Okta", "trusted", "ID-JAG"):
             self.assertIn(shown, text)
+        # ID-JAGs from public clients: refused unless the operator turns them on.
+        self.assertIn("CODEX_ID_JAG_PUBLIC_CLIENTS", text)
+        [public_clients] = [setting for setting in policy.effective() if setting.name == "CODEX_ID_JAG_PUBLIC_CLIENTS"]
+        self.assertEqual(public_clients.value, "off")
+        with override_settings(CODEX_ID_JAG_PUBLIC_CLIENTS=True):
+            [public_clients] = [s for s in policy.effective() if s.name == "CODEX_ID_JAG_PUBLIC_CLIENTS"]
+        self.assertEqual(public_clients.value, "on")
         # The trusted providers' row names okta alone; the providers' table marks each.
         self.assertIn("<td>okta</td>", text)
         self.assertEqual(text.count("<td>trusted</td>"), 1)

@@ -3,15 +3,20 @@
 for the code and the refresh grant. Every assertion that is not exactly right is refused with
 ``invalid_client``, and nothing it sent is kept."""
 
+import datetime as dt
 import json
+import time
 
+from django.conf import settings
+from django.test import Client, TestCase
+from django.utils import timezone
 from oauth2_provider.models import AccessToken, Application
 
 from authserver.models import ClientKeys, SpentJti
-from tests.hosted_clients import ChatGPTLike, DocumentsServer, ec_key, public_jwk, rsa_key
+from tests.hosted_clients import ASSERTION_TYPE, ChatGPTLike, DocumentsServer, ec_key, public_jwk, rsa_key
 from tests.live import LiveServerTestCase
 from tests.mcp_client import success_of, with_client
-from tests.oauth_helpers import Browser, authorization_url, forms_of, pkce_pair
+from tests.oauth_helpers import REDIRECT_URI, Browser, authorization_url, forms_of, pkce_pair
 
 ALL_SCOPES = "notes:read notes:write"
 
@@ -294,3 +299,58 @@ class RefusedDocumentsTest(ChatGPTFlowTestCase):
         text = self.refusal_page({}, redirect_uri="http://127.0.0.1:9/elsewhere")
         self.assertIn("http://127.0.0.1:9/elsewhere", text)
         self.assertIn("is not one of the redirect_uris it lists", text)
+
+
+class AssertionClaimsTest(TestCase):
+    """The claims' rules an assertion shares with every signed JWT this server verifies
+    (authserver.clients.signed_jwt), at the token endpoint: a 400 invalid_grant says the client
+    authenticated (the code is made up), a 401 invalid_client that its assertion was refused."""
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        super().setUpClass()
+        cls.documents = cls.enterClassContext(DocumentsServer())
+        cls.chatgpt = ChatGPTLike(cls.documents)
+
+    def setUp(self) -> None:
+        Application.objects.create(
+            client_id=self.chatgpt.client_id,
+            client_type=Application.CLIENT_PUBLIC,
+            authorization_grant_type=Application.GRANT_AUTHORIZATION_CODE,
+            redirect_uris=REDIRECT_URI,
+            registration_source=Application.RegistrationSource.CIMD,
+            cimd_expires_at=timezone.now() + dt.timedelta(days=1),
+        )
+        ClientKeys.objects.create(
+            client_id=self.chatgpt.client_id, jwks_uri=self.chatgpt.jwks_uri, signing_algorithm="RS256"
+        )
+
+    def present(self, **changes) -> tuple[int, str]:
+        answer = Client().post(
+            "/o/token/",
+            {
+                "grant_type": "authorization_code",
+                "code": "made-up",
+                "redirect_uri": REDIRECT_URI,
+                "code_verifier": "v" * 43,
+                "client_id": self.chatgpt.client_id,
+                "client_assertion_type": ASSERTION_TYPE,
+                "client_assertion": self.chatgpt.assertion(settings.CODEX_ISSUER_URL, **changes),
+            },
+        )
+        return answer.status_code, answer.json().get("error_description", "")
+
+    def test_a_jti_of_255_characters_is_accepted_and_one_of_256_refused(self) -> None:
+        self.assertEqual(self.present(jti="j" * 255)[0], 400)
+        self.assertEqual(
+            self.present(jti="k" * 256), (401, "the assertion's jti must be a string of 1 to 255 characters")
+        )
+
+    def test_an_assertion_that_lives_longer_than_five_minutes_from_its_iat_is_refused(self) -> None:
+        # RFC 7523 leaves iat optional; when an assertion names it, its lifetime counts from it.
+        now = int(time.time())
+        status, words = self.present(iat=now - 200, exp=now + 200)
+        self.assertEqual(status, 401)
+        self.assertIn("at most 300 seconds", words)
+        self.assertEqual(self.present(iat=now - 200, exp=now + 100)[0], 400)
+        self.assertEqual(self.present(iat=None, exp=now + 300)[0], 400)  # no iat: bounded from now

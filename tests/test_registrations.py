@@ -9,6 +9,7 @@ import datetime as dt
 import io
 import json
 from types import SimpleNamespace
+from typing import Any
 from unittest import mock
 
 import httpx2
@@ -22,7 +23,8 @@ from authserver.clients import registration
 from authserver.models import PendingRegistration
 from tests.clocks import one_rate_window
 from tests.live import LiveServerTestCase
-from tests.oauth_helpers import Browser, authorization_url, exchange_code, pkce_pair
+from tests.loopback_http import DocumentsServer
+from tests.oauth_helpers import REDIRECT_URI, Browser, authorization_url, exchange_code, pkce_pair
 
 Application = get_application_model()
 # What claude.ai sends when it registers (its redirect URI is never contacted here).
@@ -185,3 +187,61 @@ class ApprovalTest(LiveServerTestCase):
         self.assertEqual(answer.status_code, 400, answer.text)
         self.assertIn("registration expired before anyone approved it", answer.text)
         self.assertEqual(get_grant_model().objects.count(), 0)
+
+
+@override_settings(CODEX_DCR_RATE_LIMIT=1_000_000, CODEX_CIMD_RATE_LIMIT=1_000_000)
+class GrantTypesTest(TestCase):
+    """RFC 7591 §3.2.1: a registration asking for grants this server does not serve besides the
+    authorization code is registered with those it serves, and its answer says so; one asking for
+    no authorization code is refused, at every door that registers a client."""
+
+    def register(self, grant_types) -> Any:
+        body = {"redirect_uris": [REDIRECT_URI], "token_endpoint_auth_method": "none", "grant_types": grant_types}
+        return Client().post("/o/register/", json.dumps(body), content_type="application/json")
+
+    def test_grants_not_served_beside_the_authorization_code_are_dropped_and_the_answer_says_so(self) -> None:
+        for asked in [
+            ["authorization_code", "refresh_token", "urn:ietf:params:oauth:grant-type:device_code"],
+            ["urn:ietf:params:oauth:grant-type:device_code", "authorization_code"],
+            ["authorization_code", "implicit", "client_credentials", "authorization_code"],
+        ]:
+            with self.subTest(asked=asked):
+                answer = self.register(asked)
+                self.assertEqual(answer.status_code, 201, answer.content)
+                self.assertEqual(answer.json()["grant_types"], ["authorization_code", "refresh_token"])
+                application = Application.objects.get(client_id=answer.json()["client_id"])
+                self.assertEqual(application.authorization_grant_type, Application.GRANT_AUTHORIZATION_CODE)
+                registered = answer.json()
+                path = f"/o/register/{registered['client_id']}/"
+                update = {"redirect_uris": [REDIRECT_URI], "token_endpoint_auth_method": "none", "grant_types": asked}
+                updated = Client().put(
+                    path,
+                    json.dumps(update),
+                    content_type="application/json",
+                    HTTP_AUTHORIZATION=f"Bearer {registered['registration_access_token']}",
+                )
+                self.assertEqual(updated.status_code, 200, updated.content)
+                self.assertEqual(updated.json()["grant_types"], ["authorization_code", "refresh_token"])
+
+    def test_a_registration_with_no_authorization_code_is_refused_in_words(self) -> None:
+        for asked in [["client_credentials"], ["refresh_token"], [], "authorization_code", [17]]:
+            with self.subTest(asked=asked):
+                answer = self.register(asked)
+                self.assertEqual(answer.status_code, 400, answer.content)
+                self.assertEqual(answer.json()["error"], "invalid_client_metadata")
+                self.assertIn('"grant_types" must', answer.json()["error_description"])
+        self.assertEqual(Application.objects.count(), 0)
+
+    def test_a_metadata_document_with_no_authorization_code_gets_the_refused_client_page(self) -> None:
+        documents = self.enterContext(DocumentsServer())
+        client_id = documents.origin + "/client.json"
+        documents.documents["/client.json"] = {
+            "client_id": client_id,
+            "redirect_uris": [REDIRECT_URI],
+            "grant_types": ["client_credentials"],
+        }
+        _, challenge = pkce_pair()
+        page = Client().get(authorization_url("", client_id, code_challenge=challenge, code_challenge_method="S256"))
+        self.assertEqual(page.status_code, 400)
+        self.assertIn("must include &quot;authorization_code&quot;", page.content.decode())
+        self.assertEqual(Application.objects.count(), 0)

@@ -1,5 +1,6 @@
 """How uvicorn is started (codex_site.serve): proxy headers only from configured
-proxies, and a concurrency limit that answers 503."""
+proxies (the client's address and the request's scheme alike), and a concurrency limit that
+answers 503."""
 
 import os
 import re
@@ -28,6 +29,15 @@ class ArgumentsTest(SimpleTestCase):
         args = uvicorn_args({"CODEX_TRUSTED_PROXIES": "10.0.0.5, 10.0.0.6"})
         self.assertIn("--proxy-headers", args)
         self.assertEqual(args[args.index("--forwarded-allow-ips") + 1], "10.0.0.5,10.0.0.6")
+
+    def test_a_unix_socket_needs_every_peers_proxy_headers_trusted(self) -> None:
+        # Its peer has no address: with any narrower list every client would be "unknown".
+        for proxies in ("", "127.0.0.1"):
+            for uds in (["--uds", "/run/codex.sock"], ["--uds=/run/codex.sock"]):
+                with self.subTest(proxies=proxies, uds=uds), self.assertRaises(SystemExit):
+                    uvicorn_args({"CODEX_TRUSTED_PROXIES": proxies}, uds)
+        args = uvicorn_args({"CODEX_TRUSTED_PROXIES": "*"}, ["--uds", "/run/codex.sock"])
+        self.assertEqual(args[args.index("--forwarded-allow-ips") + 1], "*")
 
     def test_concurrency_and_keep_alive_are_bounded(self) -> None:
         args = uvicorn_args({"CODEX_LIMIT_CONCURRENCY": "50", "CODEX_KEEPALIVE_SECONDS": "3"})
@@ -165,3 +175,62 @@ class CollectorTuningTest(SimpleTestCase):
         threshold, frozen = int(output[0]), int(output[1])
         self.assertEqual(threshold, 10_000)
         self.assertGreater(frozen, 50_000)  # Django, the SDK and the app, out of the collector's reach
+
+
+class ProxySchemeTest(SimpleTestCase):
+    """Whether a request came over HTTPS is what uvicorn decided: ``X-Forwarded-Proto`` counts
+    from a proxy in ``CODEX_TRUSTED_PROXIES`` only, for Django as for uvicorn. Two servers with an
+    https public URL, as production has, on one database: one trusts no proxy, one trusts
+    127.0.0.1 (nginx on the same host, as docs/deploy.md sets it up)."""
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        super().setUpClass()
+        cls.tmp = tempfile.TemporaryDirectory()
+        env = {
+            key: value
+            for key, value in os.environ.items()
+            if key not in {"DATABASE_URL", "DJANGO_DEBUG", "CODEX_TRUSTED_PROXIES"}
+        }
+        env.update(SECRET_KEY="serve-test-" + "k" * 40, CODEX_VAR_DIR=cls.tmp.name, CODEX_LOG_LEVEL="ERROR")
+        subprocess.run(
+            [sys.executable, "manage.py", "migrate", "--noinput"],
+            cwd=ROOT,
+            env=env,
+            check=True,
+            capture_output=True,
+            timeout=180,
+        )
+        cls.servers: dict[str, tuple[str, subprocess.Popen]] = {}
+        for name, proxies in (("untrusted", ""), ("behind nginx", "127.0.0.1")):
+            port = free_port()
+            base = f"http://127.0.0.1:{port}"
+            served = dict(env, CODEX_PUBLIC_URL=f"https://127.0.0.1:{port}", CODEX_TRUSTED_PROXIES=proxies)
+            process = start_serve(port, served, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            cls.servers[name] = (base, process)
+        for base, process in cls.servers.values():
+            wait_until_healthy(base, process, timeout=30)
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        for _, process in cls.servers.values():
+            stop(process)
+        cls.tmp.cleanup()
+        super().tearDownClass()
+
+    def secure(self, server: str, **headers: str) -> bool:
+        """Whether that server's Django took the request for HTTPS: a next over plain HTTP to its
+        own host is kept on the sign-in page only for a request that is not (common.redirects)."""
+        base, _ = self.servers[server]
+        target = base + "/codex/"
+        page = httpx2.get(base + "/accounts/login/", params={"next": target}, headers=headers)
+        self.assertEqual(page.status_code, 200, page.text[:500])
+        return f'value="{target}"' not in page.text
+
+    def test_an_untrusted_peers_x_forwarded_proto_does_not_make_a_request_secure(self) -> None:
+        self.assertFalse(self.secure("untrusted"))
+        self.assertFalse(self.secure("untrusted", **{"X-Forwarded-Proto": "https"}))
+
+    def test_the_trusted_proxys_x_forwarded_proto_does(self) -> None:
+        self.assertFalse(self.secure("behind nginx"))
+        self.assertTrue(self.secure("behind nginx", **{"X-Forwarded-Proto": "https"}))

@@ -18,6 +18,7 @@ from django.core.management import call_command
 from django.test import Client, SimpleTestCase, TestCase, override_settings
 
 from codex_site import settings as production_settings
+from mcp_endpoint import identity
 from tests.server_process import ServerProcess, database_environment
 
 # What production configures (the test runner serves the finders instead).
@@ -72,6 +73,17 @@ class CollectedStaticFilesTests(TestCase):
             with self.subTest(href=href):
                 answer = client.get(href)
                 self.assertEqual(answer.status_code, 200)
+                b"".join(answer.streaming_content)
+
+    def test_the_icons_serverinfo_names_are_served_by_their_plain_names(self) -> None:
+        # serverInfo, the server card and server.json link the plain names, which outlive a
+        # release (the hashed ones change with the file): collectstatic keeps them beside.
+        for icon in identity.DOCUMENTED.icons():
+            path = icon["src"].removeprefix(identity.DOCUMENTED.public_url)
+            with self.subTest(path=path):
+                answer = Client().get(path)
+                self.assertEqual(answer.status_code, 200)
+                self.assertEqual(answer["Content-Type"].split(";")[0], icon["mimeType"])
                 b"".join(answer.streaming_content)
 
     def test_an_unknown_static_file_is_a_404(self) -> None:

@@ -16,30 +16,36 @@ It authenticates at the token endpoint in one of two ways, chosen when it is mad
 
 Revoking an agent ends it at once: in one transaction its row is marked revoked, its
 application loses its secret and keys (so it can no longer authenticate), and its tokens are
-deleted (``authserver.core.tokens.revoke_tokens``: the next tool call gets 401). The row stays, so
-that the notes it wrote still name it.
+deleted (``authserver.core.revocation.access_revoke``: the next tool call gets 401). The row stays, so
+that the notes it wrote still name it. When its person is shut out (deactivated, deprovisioned,
+leaving), every agent of theirs is revoked so (``agents_revoke``): reactivating them brings no
+agent back, as it brings no token back. Until then, an agent whose owner may not hold tokens gets
+none (``authserver.core.tokens.person_may_hold_tokens``, asked under the owner's lock as the token
+is issued), and none is made for them.
+
+Locks, in the order every issuance and revocation takes them: the person's row
+(``authserver.core.tokens.person_lock``), then the agent's.
 """
 
-import json
 from dataclasses import dataclass
 
 import jwt
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 from oauth2_provider.generators import generate_client_secret
 from oauth2_provider.models import get_application_model
 
-from authserver.clients.assertions import key_set_problem
+from authserver.clients.key_sets import key_set_problem
+from authserver.core.revocation import Revoked, access_revoke
 from authserver.core.scopes import ALL_SCOPES
-from authserver.core.tokens import revoke_tokens
+from authserver.core.tokens import PersonShutOut, person_hold, person_lock
 from authserver.models import ClientKeys, HeadlessAgent
 from common.audit import audit
-from common.inputs import SURROGATE, text_problem
+from common.inputs import JSONRefused, json_document, name_problem, text_problem
 
 NAME_MAX_CHARS = HeadlessAgent._meta.get_field("name").max_length
 PUBLIC_KEY_MAX_CHARS = 16_384
@@ -100,10 +106,9 @@ def _jwk_of_pem(text: str) -> dict:
 def parse_public_key(text: str) -> dict:
     """The JSON Web Key Set a person pasted (a JWKS, or one PEM public key), or ``AgentRefused``."""
     text = text.strip()
-    if len(text) > PUBLIC_KEY_MAX_CHARS:
-        raise AgentRefused(f"The public key is longer than {PUBLIC_KEY_MAX_CHARS} characters.")
-    if SURROGATE.search(text):
-        raise AgentRefused("The public key contains an unpaired surrogate; paste it as its maker wrote it.")
+    # Free text (a PEM key has line breaks), of at most PUBLIC_KEY_MAX_CHARS characters.
+    if problem := text_problem(text, max_chars=PUBLIC_KEY_MAX_CHARS, what="The public key", controls=True):
+        raise AgentRefused(problem + ".")
     if "PRIVATE KEY" in text:
         # Never kept, never echoed: the person should make a new key, as this one has been shown.
         raise AgentRefused(
@@ -113,8 +118,10 @@ def parse_public_key(text: str) -> dict:
     if text.startswith("-----BEGIN"):
         return _jwk_of_pem(text)
     try:
-        jwks = json.loads(text)
-    except ValueError:
+        jwks = json_document(text)
+    except JSONRefused as refused:
+        if text.startswith(("{", "[")):
+            raise AgentRefused(f"The key set cannot be read: {refused.problem}.") from None
         raise AgentRefused(
             "The public key is neither a JSON Web Key Set nor a PEM public key (“-----BEGIN PUBLIC KEY-----” …)."
         ) from None
@@ -123,7 +130,7 @@ def parse_public_key(text: str) -> dict:
     if problem := key_set_problem(jwks):
         raise AgentRefused("The key set cannot be used: " + problem.replace('its "jwks"', "it") + ".")
     for key in jwks["keys"]:
-        # What assertions.SIGNING_ALGORITHMS can verify: RSA and elliptic-curve keys.
+        # What signed_jwt.SIGNING_ALGORITHMS can verify: RSA and elliptic-curve keys.
         if key["kty"] not in {"RSA", "EC"}:
             raise AgentRefused(f"A key of the set has kty {key['kty'][:10]!r}; use an RSA or an elliptic-curve key.")
         try:
@@ -141,12 +148,13 @@ def agent_create(
 ) -> CreatedAgent:
     """Make a headless agent for ``owner``: with ``public_key`` (a JWKS or a PEM public key) it
     authenticates with ``private_key_jwt``, without it with a new secret (returned once, stored
-    hashed). ``AgentRefused`` says why not, and nothing is written then.
+    hashed). ``AgentRefused`` says why not (a person who may not hold tokens among the reasons), and
+    nothing is written then.
 
     At most ``CODEX_AGENTS_PER_PERSON`` live agents per person, also under concurrent requests: the
     person's row is locked while they are counted."""
     name = name.strip()
-    if problem := text_problem(name, max_chars=NAME_MAX_CHARS, what="The name"):
+    if problem := name_problem(name, max_chars=NAME_MAX_CHARS, what="The name"):
         raise AgentRefused(problem + ".")
     if not name:
         raise AgentRefused("Give the agent a name, so that you know it in Connected applications.")
@@ -154,8 +162,12 @@ def agent_create(
     if not scopes or not set(scopes) <= set(ALL_SCOPES):
         raise AgentRefused(f"Choose what the agent may do: {' and/or '.join(ALL_SCOPES)}.")
     jwks = parse_public_key(public_key) if public_key and public_key.strip() else None
-    # Serialises this person's creations (a no-op lock on SQLite, whose writes are serial anyway).
-    get_user_model().objects.select_for_update().filter(pk=owner.pk).first()
+    # Serialises this person's creations (a no-op lock on SQLite, whose writes are serial anyway),
+    # and their shutting out: an agent is made for a person who may hold tokens, or not at all.
+    try:
+        person_hold(user_id=owner.pk)
+    except PersonShutOut:
+        raise AgentRefused("Your account is deactivated on this server: no agent can be made for it.") from None
     if live_agents(owner=owner).count() >= settings.CODEX_AGENTS_PER_PERSON:
         raise AgentRefused(
             f"You have {settings.CODEX_AGENTS_PER_PERSON} headless agents, as many as this server allows "
@@ -195,13 +207,35 @@ def agent_create(
 @transaction.atomic
 def agent_revoke(*, agent: HeadlessAgent, by: str = "person") -> bool:
     """Revoke a headless agent: it can no longer authenticate, and its tokens are deleted (the
-    next tool call gets 401). False if it was revoked already. The agent's row is locked first,
-    so that a token the endpoint is issuing for it at this moment either is deleted here or is
-    refused there (``CodexOAuth2Validator._create_access_token`` reads the row under the same
-    lock)."""
+    next tool call gets 401). False if it was revoked already. Its owner's row is locked first and
+    then the agent's, as a token being issued for it takes them (the owner's in
+    ``exchange.grant_hold``, the agent's in ``CodexOAuth2Validator._create_access_token``), so that
+    such a token either is deleted here or is refused there."""
+    return _agent_end(agent, by) is not None
+
+
+@transaction.atomic
+def agents_revoke(*, owner: AbstractBaseUser, by: str) -> int:
+    """Revoke every live headless agent of ``owner``, each as ``agent_revoke`` revokes one (its
+    own ``token.revoked`` and ``agent.revoked`` lines, ``by``): what a person's shutting out does
+    (``authserver.people.leaving.shut_out``, ``authserver.signals``). Returns the tokens deleted.
+
+    Under the owner's lock, taken first, so that no agent is made meanwhile (``agent_create``)
+    and none is left live."""
+    person_lock(user_id=owner.pk)
+    rows = 0
+    for agent in live_agents(owner=owner):
+        ended = _agent_end(agent, by)
+        rows += ended.rows if ended is not None else 0
+    return rows
+
+
+def _agent_end(agent: HeadlessAgent, by: str) -> Revoked | None:
+    """``agent_revoke``'s work, in its transaction: what was revoked, None if it was already."""
+    person_lock(user_id=agent.owner_id)  # an agent's owner never changes
     agent = HeadlessAgent.objects.select_for_update().select_related("application", "owner").get(pk=agent.pk)
     if agent.revoked is not None:
-        return False
+        return None
     agent.revoked = timezone.now()
     agent.save(update_fields=["revoked"])
     application = agent.application
@@ -209,8 +243,8 @@ def agent_revoke(*, agent: HeadlessAgent, by: str = "person") -> bool:
     application.hash_client_secret = False
     application.save(update_fields=["client_secret", "hash_client_secret"])
     ClientKeys.objects.filter(client_id=application.client_id).delete()
-    revoke_tokens(user=agent.owner, application=application, by=by)
+    revoked = access_revoke(user=agent.owner, application=application, by=by)
     # Ids only: the agent's name is the person's words, which the log does not carry.
     owner_id, client_id = agent.owner_id, application.client_id
     transaction.on_commit(lambda: audit("agent.revoked", user_id=owner_id, client_id=client_id, by=by))
-    return True
+    return revoked

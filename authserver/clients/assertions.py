@@ -8,62 +8,41 @@ two documented seams of DOT: the metadata fetcher (``CIMD_METADATA_FETCHER``, wh
 ``declared_keys`` reads the document) and the request validator (where ``authenticate``
 checks the assertion; ``authserver.oauth.validators``).
 
-An assertion is accepted only when all of these hold; anything else is ``invalid_client``:
-
-- ``client_assertion_type`` is ``urn:ietf:params:oauth:client-assertion-type:jwt-bearer``;
-- its ``alg`` is asymmetric (``SIGNING_ALGORITHMS``: never ``none``, never an HMAC) and, when the
-  document names ``token_endpoint_auth_signing_alg``, that one;
-- it is signed by a key of the client's set, chosen by ``kid`` (a set of one key may omit it);
-- ``iss`` and ``sub`` are the client id; ``aud`` is one value (a string, or a list of exactly
-  one): this server's issuer, or its token endpoint for older clients (or the revocation
-  endpoint, where it is presented there); never a list that also names other servers;
-- ``exp`` is in the future and at most ``MAX_LIFETIME_SECONDS`` ahead (with ``LEEWAY_SECONDS``
-  of clock skew), so that the replay store below stays small;
-- its ``jti`` was not seen before: it is spent (``authserver.core.replay``, a table no other write can
-  evict from) until the assertion expires, and only once everything else has passed, so a
-  refused assertion leaves nothing behind.
-
-A key set behind ``jwks_uri`` is fetched by the same fetcher as the document
-(``authserver.clients.fetching``: https, public addresses only, a size limit, one deadline over the
-whole exchange, the shared fetch slots, the loopback exception in development only), kept in the
-``default`` cache (which never evicts a live entry) for as long as its ``Cache-Control`` allows
-(clamped as documents are), and fetched again once when an assertion names a ``kid`` the kept
-set lacks (the client rotated its keys), at most once per ``REFETCH_FLOOR_SECONDS`` per set. A
-fetch that fails is remembered for ``FAILED_FETCH_SECONDS``: meanwhile assertions that need the
-set are refused without fetching it again.
+The assertion is checked by the one verification of a signed JWT
+(``authserver.clients.signed_jwt``: an asymmetric ``alg``, and the document's
+``token_endpoint_auth_signing_alg`` when it names one; a key of the client's set chosen by
+``kid``; ``aud`` one value; a short life; a ``jti`` used once), with what RFC 7523 §3 asks of a
+client assertion in particular: its ``iss`` and ``sub`` are the client id, and its ``aud`` this
+server's issuer, or its token endpoint for older clients (or the revocation endpoint, where it is
+presented there). Anything else is ``invalid_client``, and a refused assertion leaves nothing
+behind. The client's key set (behind ``jwks_uri``, or inline) is fetched, checked and kept as
+every key set is (``authserver.clients.key_sets``).
 """
 
-import datetime as dt
-import hashlib
 import json
-import logging
 import time
 from dataclasses import dataclass
 from typing import Any
 
 import jwt
 from django.conf import settings
-from django.core.cache import cache
 from oauth2_provider.cimd import CIMDError
 
-from authserver.clients.fetching import FetchBusy, HardenedFetcher
+from authserver.clients import key_sets, signed_jwt
+from authserver.clients.key_sets import KeySetSource, key_set_problem
+from authserver.clients.signed_jwt import MAX_JWT_CHARS, SIGNING_ALGORITHMS
 from authserver.core import replay
 from authserver.models import ClientKeys
 
-logger = logging.getLogger(__name__)
-
 ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 PRIVATE_KEY_JWT = "private_key_jwt"
-# Asymmetric only: an HMAC "signed" with the published public key proves nothing.
-SIGNING_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512")
 SHARED_SECRET_METHODS = frozenset({"client_secret_basic", "client_secret_post", "client_secret_jwt"})
-MAX_LIFETIME_SECONDS = 300
-LEEWAY_SECONDS = 30
-REFETCH_FLOOR_SECONDS = 60
-FAILED_FETCH_SECONDS = 60
-MAX_ASSERTION_CHARS = 16_384
-MAX_JTI_CHARS = 256
-MAX_KEYS = 32
+# RFC 7523 §3: no typ, no claim beyond the RFC's (iat may be left out).
+CLIENT_ASSERTION = signed_jwt.Profile(
+    noun="the assertion",
+    namespace=replay.CLIENT_ASSERTION,
+    unknown_issuer="the assertion's iss must be the client id",
+)
 
 
 class DocumentRefused(CIMDError):
@@ -93,21 +72,6 @@ class Declaration:
 
 
 # --- the document ------------------------------------------------------------------------------
-
-
-def key_set_problem(jwks: object) -> str | None:
-    if not isinstance(jwks, dict) or not isinstance(jwks.get("keys"), list):
-        return 'its "jwks" is not a JSON Web Key Set (an object with a "keys" array)'
-    keys = jwks["keys"]
-    if not keys:
-        return 'its "jwks" holds no key'
-    if len(keys) > MAX_KEYS:
-        return f'its "jwks" holds {len(keys)} keys; at most {MAX_KEYS} are accepted'
-    if not all(isinstance(key, dict) and isinstance(key.get("kty"), str) for key in keys):
-        return 'a key of its "jwks" is not a JSON Web Key (an object with "kty")'
-    if any("d" in key or key.get("kty") == "oct" for key in keys):
-        return 'its "jwks" holds a private or symmetric key, which must never be published'
-    return None
 
 
 def declared_keys(metadata: dict[str, Any]) -> Declaration:
@@ -180,7 +144,7 @@ def remember(client_id: str, declaration: Declaration) -> None:
     )
     if declaration.jwks_uri:
         # The document may name a new set: fetched afresh at its next assertion.
-        cache.delete_many([_jwks_cache_key(declaration.jwks_uri), _failed_fetch_key(declaration.jwks_uri)])
+        key_sets.forget(_client_key_set(declaration.jwks_uri, None, declaration.signing_algorithm))
 
 
 def keys_of(client_id: str) -> ClientKeys | None:
@@ -191,72 +155,14 @@ def keys_of(client_id: str) -> ClientKeys | None:
 # --- the key set -------------------------------------------------------------------------------
 
 
-def cache_digest(text: str) -> str:
-    """A cache key part for any text (a cache key has a length limit; the text, none)."""
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-
-
-def _jwks_cache_key(jwks_uri: str) -> str:
-    return "client-jwks:" + cache_digest(jwks_uri)
-
-
-def _failed_fetch_key(jwks_uri: str) -> str:
-    return "client-jwks-failed:" + cache_digest(jwks_uri)
-
-
-def _fetch_key_set(jwks_uri: str, *, network: str | None) -> dict[str, Any]:
-    if (failed := cache.get(_failed_fetch_key(jwks_uri))) is not None:
-        raise AssertionRefused(
-            f"the client's key set could not be fetched a moment ago ({failed}); it is not fetched again "
-            f"for {FAILED_FETCH_SECONDS} seconds"
-        )
-    try:
-        jwks, max_age = HardenedFetcher(network).fetch(jwks_uri)
-        if problem := key_set_problem(jwks):
-            raise CIMDError("it cannot be used: " + problem.replace('its "jwks"', "it"))
-    except FetchBusy as error:  # nothing was fetched: nothing to hold against the set
-        raise AssertionRefused(f"the client's key set could not be fetched just now ({error})") from None
-    except CIMDError as error:
-        cache.set(_failed_fetch_key(jwks_uri), str(error)[:200], timeout=FAILED_FETCH_SECONDS)
-        raise AssertionRefused(f"the client's key set could not be fetched ({error})") from None
-    cache.set(_jwks_cache_key(jwks_uri), jwks, timeout=max_age)
-    return jwks
-
-
-def _key_set(keys: ClientKeys, *, network: str | None, fresh: bool = False) -> dict[str, Any]:
-    if keys.jwks is not None:
-        return keys.jwks
-    if not fresh and (cached := cache.get(_jwks_cache_key(keys.jwks_uri))) is not None:
-        return cached
-    return _fetch_key_set(keys.jwks_uri, network=network)
-
-
-def _select(jwks: dict[str, Any], kid: str | None, algorithm: str) -> dict[str, Any] | None:
-    signing = [key for key in jwks["keys"] if key.get("use", "sig") == "sig" and key.get("alg", algorithm) == algorithm]
-    if kid is not None:
-        return next((key for key in signing if key.get("kid") == kid), None)
-    return signing[0] if len(signing) == 1 else None
-
-
-def _signing_key(keys: ClientKeys, kid: str | None, algorithm: str, *, network: str | None) -> jwt.PyJWK:
-    key = _select(_key_set(keys, network=network), kid, algorithm)
-    # An unknown kid: the client may have rotated its keys. Fetch again, at most once per
-    # floor, so that assertions naming random kids cannot make us fetch at will.
-    if (
-        key is None
-        and keys.jwks is None
-        and kid is not None
-        and cache.add("client-jwks-refetch:" + cache_digest(keys.jwks_uri), True, timeout=REFETCH_FLOOR_SECONDS)
-    ):
-        key = _select(_key_set(keys, network=network, fresh=True), kid, algorithm)
-    if key is None:
-        if kid is None:
-            raise AssertionRefused("the assertion names no kid, and the client's key set has several signing keys")
-        raise AssertionRefused(f"no key of the client's key set has kid {kid[:64]!r} for {algorithm}")
-    try:
-        return jwt.PyJWK(key, algorithm=algorithm)
-    except (jwt.PyJWKError, jwt.InvalidKeyError, ValueError, TypeError, KeyError) as error:
-        raise AssertionRefused(f"the key with kid {kid!r} is not a {algorithm} public key ({error})") from None
+def _client_key_set(jwks_uri: str, jwks: dict[str, Any] | None, algorithm: str) -> KeySetSource:
+    return KeySetSource(
+        owner="the client's key set",
+        cache_name="client-jwks",
+        jwks_uri=jwks_uri if jwks is None else "",
+        inline=jwks,
+        algorithm=algorithm,
+    )
 
 
 # --- the assertion -----------------------------------------------------------------------------
@@ -269,7 +175,7 @@ def presented(request: Any) -> bool:
 
 def claimed_client_id(assertion: object) -> str | None:
     """The ``iss`` of an assertion, unverified: which client it claims to be, to look it up."""
-    if not isinstance(assertion, str) or len(assertion) > MAX_ASSERTION_CHARS:
+    if not isinstance(assertion, str) or len(assertion) > MAX_JWT_CHARS:
         return None
     try:
         issuer = jwt.decode(assertion, options={"verify_signature": False}).get("iss")
@@ -283,16 +189,6 @@ def audiences(endpoint: str) -> list[str]:
     guidance asks for), its token endpoint, and the endpoint it is presented at."""
     issuer = settings.CODEX_ISSUER_URL
     return list(dict.fromkeys([issuer, issuer + "/token/", issuer + "/" + endpoint.strip("/") + "/"]))
-
-
-def _audience_problem(audience: object, accepted: list[str]) -> str | None:
-    if isinstance(audience, list):
-        if len(audience) != 1:
-            return "the assertion's aud must be one value (this server's issuer), not a list of several"
-        audience = audience[0]
-    if audience not in accepted:
-        return "the assertion's aud must be " + " or ".join(accepted[:2])
-    return None
 
 
 def authenticate(
@@ -314,59 +210,20 @@ def authenticate(
         )
     if assertion_type != ASSERTION_TYPE:
         raise AssertionRefused(f"client_assertion_type must be {ASSERTION_TYPE}")
-    if len(assertion) > MAX_ASSERTION_CHARS:
-        raise AssertionRefused(f"client_assertion is longer than {MAX_ASSERTION_CHARS} characters")
     try:
-        header = jwt.get_unverified_header(assertion)
-    except (jwt.PyJWTError, ValueError, TypeError):
-        raise AssertionRefused("client_assertion is not a signed JWT") from None
-    algorithm, kid = header.get("alg"), header.get("kid")
-    if algorithm not in SIGNING_ALGORITHMS:
-        shown = algorithm if isinstance(algorithm, str) else json.dumps(algorithm)
-        raise AssertionRefused(f"alg {shown[:20]!r} is not accepted; use one of {', '.join(SIGNING_ALGORITHMS)}")
-    if keys.signing_algorithm and algorithm != keys.signing_algorithm:
-        raise AssertionRefused(f"alg must be {keys.signing_algorithm}, as the client's metadata document declares")
-    if kid is not None and not isinstance(kid, str):
-        raise AssertionRefused("kid must be a string")
-    key = _signing_key(keys, kid, algorithm, network=network)
-    try:
-        claims = jwt.decode(
+        claims = signed_jwt.verify(
             assertion,
-            key=key,
-            algorithms=[algorithm],
-            issuer=client_id,
-            leeway=LEEWAY_SECONDS,
-            # aud is checked below: PyJWT accepts a list that names any one of the values.
-            options={"require": ["iss", "sub", "aud", "exp", "jti"], "verify_iat": False, "verify_aud": False},
+            profile=CLIENT_ASSERTION,
+            issuers={client_id: _client_key_set(keys.jwks_uri, keys.jwks, keys.signing_algorithm)},
+            audiences=audiences(endpoint),
+            now=now,
+            network=network,
         )
-    except jwt.ExpiredSignatureError:
-        raise AssertionRefused("the assertion has expired") from None
-    except jwt.InvalidIssuerError:
-        raise AssertionRefused("the assertion's iss must be the client id") from None
-    except jwt.MissingRequiredClaimError as error:
-        raise AssertionRefused(f"the assertion has no {error.claim} claim") from None
-    except jwt.InvalidSignatureError:
-        raise AssertionRefused("the assertion's signature does not verify with the client's key") from None
-    except (jwt.PyJWTError, ValueError, TypeError) as error:
-        raise AssertionRefused(f"the assertion is not valid ({type(error).__name__})") from None
-    if claims.get("sub") != client_id:
-        raise AssertionRefused("the assertion's sub must be the client id")
-    if problem := _audience_problem(claims["aud"], audiences(endpoint)):
-        raise AssertionRefused(problem)
-    expires = claims["exp"]
-    if not isinstance(expires, int | float) or expires > now + MAX_LIFETIME_SECONDS + LEEWAY_SECONDS:
-        raise AssertionRefused(f"the assertion's exp must be at most {MAX_LIFETIME_SECONDS} seconds ahead")
-    issued = claims.get("iat")
-    if issued is not None and (not isinstance(issued, int | float) or issued > now + LEEWAY_SECONDS):
-        raise AssertionRefused("the assertion's iat is in the future")
-    jti = claims["jti"]
-    if not isinstance(jti, str) or not 1 <= len(jti) <= MAX_JTI_CHARS:
-        raise AssertionRefused(f"the assertion's jti must be a string of 1 to {MAX_JTI_CHARS} characters")
-    # Spent last, so that a refused assertion stores nothing; of two concurrent uses exactly one
-    # is first (authserver.core.replay). Kept until no clock could take the assertion as unexpired.
-    until = dt.datetime.fromtimestamp(expires + LEEWAY_SECONDS + 1, tz=dt.UTC)
-    if not replay.spend(namespace=replay.CLIENT_ASSERTION, issuer=client_id, jti=jti, expires_at=until):
-        raise AssertionRefused("the assertion's jti was used before")
+        if claims["sub"] != client_id:
+            raise AssertionRefused("the assertion's sub must be the client id")
+        signed_jwt.spend(claims, profile=CLIENT_ASSERTION)  # last: a refused assertion stores nothing
+    except signed_jwt.JwtRefused as refused:
+        raise AssertionRefused(str(refused)) from None
 
 
 def now() -> float:

@@ -35,7 +35,9 @@ from oauth2_provider.settings import oauth2_settings
 from authserver.clients import assertions, registration
 from authserver.clients.assertions import DocumentRefused
 from authserver.clients.fetching import FetchBusy, HardenedFetcher, is_loopback
-from common.inputs import shown
+from authserver.clients.key_sets import cache_digest
+from authserver.clients.redirect_uris import RedirectURIRefused, redirect_uris_check
+from common.inputs import name_problem, shown
 
 # The members that say how the client authenticates, which DOT's builder must not see.
 _AUTHENTICATION_MEMBERS = ("token_endpoint_auth_method", "jwks_uri", "jwks", "token_endpoint_auth_signing_alg")
@@ -73,7 +75,7 @@ def _notes():
 
 
 def _refusal_key(client_id: str) -> str:
-    return "cimd-refusal:" + assertions.cache_digest(client_id)
+    return "cimd-refusal:" + cache_digest(client_id)
 
 
 def remembered_refusal(client_id: str) -> dict[str, str] | None:
@@ -106,28 +108,29 @@ def _check_document(client_id: str, metadata: dict[str, Any]) -> assertions.Decl
             'remove "client_secret" (and revoke that secret: it is public now)',
         )
     redirect_uris = metadata.get("redirect_uris")
-    if not isinstance(redirect_uris, list) or not redirect_uris or not all(isinstance(u, str) for u in redirect_uris):
+    if not isinstance(redirect_uris, list) or not redirect_uris:
         raise DocumentRefused(
             'it lists no "redirect_uris"',
             'add "redirect_uris": the addresses the application receives its authorization codes at',
         )
-    if any(not uri or any(character.isspace() for character in uri) for uri in redirect_uris):
+    try:
+        redirect_uris_check(redirect_uris, public=declaration.method == "none")
+    except RedirectURIRefused as refused:
+        named = f" ({refused.shown_uri()})" if refused.shown_uri() else ""
+        problem = f'one of its "redirect_uris"{named} could not be used: {refused.problem}'
+        raise DocumentRefused(problem, refused.fix) from None
+    try:
+        registration.registered_grant_types(metadata.get("grant_types", ["authorization_code"]))
+    except registration.GrantTypesRefused as refused:
         raise DocumentRefused(
-            'one of its "redirect_uris" is empty or holds white space',
-            "list each redirect address as one URI without spaces",
-        )
-    grant_types = metadata.get("grant_types", ["authorization_code"])
-    if (
-        not isinstance(grant_types, list)
-        or "authorization_code" not in grant_types
-        or not set(map(str, grant_types)) <= {"authorization_code", "refresh_token"}
+            f"its {refused}", 'declare "grant_types": ["authorization_code", "refresh_token"]'
+        ) from None
+    if problem := name_problem(
+        metadata.get("client_name", ""), max_chars=registration.CLIENT_NAME_MAX_CHARS, what='its "client_name"'
     ):
         raise DocumentRefused(
-            'its "grant_types" are not "authorization_code" (with "refresh_token"), the only ones this server serves',
-            'declare "grant_types": ["authorization_code", "refresh_token"]',
+            problem, 'make "client_name" the application\'s name as people should read it, or leave it out'
         )
-    if not isinstance(metadata.get("client_name", ""), str):
-        raise DocumentRefused('its "client_name" is not a text', 'make "client_name" a string, or leave it out')
     return declaration
 
 

@@ -3,12 +3,19 @@
 DOT parses registration bodies with ``json.loads``, which raises ``RecursionError``
 (an HTTP 500) on a deeply nested body and lets a ``\\u`` escape of a lone surrogate
 through to the database (a 500 again). The body must be sent as JSON (RFC 7591), and is
-checked first with the parser the MCP SDK uses, which refuses both with a plain error.
-The members DOT stores are checked here as texts (``common.inputs``): ``client_name`` a
-string (``null`` reached a NOT NULL column) of at most 255 characters without control
-characters, each redirect URI a string without them. And since this server serves only the authorization-code and
-refresh-token grants, a registration asking for any other grant is refused here rather
-than creating a client that could never get a token.
+read first as any stranger's JSON is (``common.inputs.json_document``), which refuses both in
+words. The members DOT stores are checked here: ``client_name`` by the name rule
+(``common.inputs.name_problem``: a string, since ``null`` reached a NOT NULL column, of at most
+255 characters, none of which changes how the name is shown), and the redirect URIs by the one
+redirect-URI rule (``authserver.clients.redirect_uris``), which answers ``invalid_redirect_uri``
+naming the URI and why (RFC 7591 §3.2.2).
+
+This server serves a registered client the authorization-code and refresh-token grants only. A
+registration asking for others as well (VS Code asks for the device-code grant too) is registered
+with those two, and its answer says so, as RFC 7591 §3.2.1 lets a server do: DOT is handed the
+metadata with the grant types this server registers (``registered_grant_types``, which metadata
+documents go through too). One asking for no authorization code could never get a token, and is
+refused.
 
 Every answer of both endpoints is marked ``Cache-Control: no-store`` (and ``Pragma:
 no-cache``): a registration answer carries the ``registration_access_token`` that manages
@@ -33,6 +40,7 @@ a client that the expiry is removing, and the expiry never removes a client just
 """
 
 import datetime as dt
+import json
 from typing import Any
 
 from django.conf import settings
@@ -43,17 +51,18 @@ from django.utils.decorators import method_decorator
 from django.views.decorators.csrf import csrf_exempt
 from oauth2_provider.models import get_application_model
 from oauth2_provider.views.dynamic_client_registration import DynamicClientRegistrationManagementView
-from pydantic_core import from_json
 
+from authserver.clients.redirect_uris import RedirectURIRefused, redirect_uris_check
 from authserver.core import policy
 from authserver.models import ClientKeys, PendingRegistration
-from common.inputs import shown, text_problem
+from common.inputs import JSONRefused, json_document, name_problem, shown
 
-ADVERTISED_GRANT_TYPES = frozenset({"authorization_code", "refresh_token"})
+# The grants a registered client is served, in the order a registration's answer lists them.
+REGISTERED_GRANT_TYPES = ("authorization_code", "refresh_token")
 # DOT's Application.name column.
 CLIENT_NAME_MAX_CHARS = 255
-REDIRECT_URI_MAX_CHARS = 2_048
-REDIRECT_URIS_MAX_ITEMS = 32
+# DOT's default when a registration names no method: a confidential client with a secret.
+DEFAULT_AUTH_METHOD = "client_secret_basic"
 # Waiting registrations removed by one expiry run: a registration's own wait stays short, and
 # a few runs clear the most that can wait (CODEX_DCR_PENDING_MAX).
 EXPIRED_PER_RUN = 200
@@ -63,14 +72,42 @@ def _invalid_metadata(description: str) -> JsonResponse:
     return JsonResponse({"error": "invalid_client_metadata", "error_description": description}, status=400)
 
 
+def _invalid_redirect_uri(refused: RedirectURIRefused) -> JsonResponse:
+    subject = "redirect_uris" if refused.index is None else f"redirect_uris[{refused.index}]"
+    if uri := refused.shown_uri():
+        subject += f" ({uri})"
+    description = f"{subject}: {refused.problem}; {refused.fix}"
+    return JsonResponse({"error": refused.code, "error_description": description}, status=400)
+
+
 def _is_json(content_type: str) -> bool:
     return content_type == "application/json" or (
         content_type.startswith("application/") and content_type.endswith("+json")
     )
 
 
+class GrantTypesRefused(Exception):
+    """Grant types no client registered here could get a token with; the words say which to ask for."""
+
+
+def registered_grant_types(requested: object) -> list[str]:
+    """The grant types a client asking for ``requested`` is registered with: those of them this
+    server serves a registered client (``REGISTERED_GRANT_TYPES``). Raises ``GrantTypesRefused``
+    when ``requested`` is not a list of texts, or holds no ``authorization_code``."""
+    if not isinstance(requested, list) or not all(isinstance(grant, str) for grant in requested):
+        raise GrantTypesRefused('"grant_types" must be a list of texts')
+    if "authorization_code" not in requested:
+        raise GrantTypesRefused(
+            '"grant_types" must include "authorization_code": this server registers clients for the '
+            'authorization code grant (and "refresh_token") only'
+        )
+    return [grant for grant in REGISTERED_GRANT_TYPES if grant in requested]
+
+
 def registration_body_problem(request: HttpRequest) -> JsonResponse | None:
-    """A 400 for a body DOT must not see (not JSON, too deeply nested, or asking for other grants)."""
+    """A 400 for a body DOT must not see (not JSON, too deeply nested, no authorization code, a
+    redirect URI the rule refuses), or None: DOT then reads the metadata with the grant types this
+    server registers (RFC 7591 §3.2.1)."""
     if request.method not in {"POST", "PUT"}:
         return None
     # RFC 7591 §3.1: the metadata is sent as application/json. Anything else is refused before
@@ -80,30 +117,30 @@ def registration_body_problem(request: HttpRequest) -> JsonResponse | None:
         named = shown(request.content_type or "", max_chars=60) if request.content_type else "none"
         return _invalid_metadata(f"Send the client metadata as JSON, with Content-Type: application/json (not {named})")
     try:
-        data = from_json(request.body, allow_inf_nan=False)
-    except ValueError as error:
-        if "recursion limit" in str(error):
-            return _invalid_metadata("Request body is nested too deeply")
-        return _invalid_metadata("Request body must be valid JSON in UTF-8 without lone surrogates")
+        data = json_document(request.body)
+    except JSONRefused as refused:
+        return _invalid_metadata(f"The request body cannot be read: {refused.problem}")
     if not isinstance(data, dict):
         return None  # DOT answers that itself
     grant_types = data.get("grant_types")
-    if isinstance(grant_types, list) and not set(map(str, grant_types)) <= ADVERTISED_GRANT_TYPES:
-        return _invalid_metadata("grant_types may contain only authorization_code and refresh_token")
+    if "grant_types" in data:
+        try:
+            grant_types = registered_grant_types(data["grant_types"])
+        except GrantTypesRefused as refused:
+            return _invalid_metadata(str(refused))
     if "client_name" in data and (
-        problem := text_problem(data["client_name"], max_chars=CLIENT_NAME_MAX_CHARS, what="client_name")
+        problem := name_problem(data["client_name"], max_chars=CLIENT_NAME_MAX_CHARS, what="client_name")
     ):
         return _invalid_metadata(problem + " (omit it for no name)")
-    redirect_uris = data.get("redirect_uris", [])
-    if isinstance(redirect_uris, list):
-        if len(redirect_uris) > REDIRECT_URIS_MAX_ITEMS:
-            return _invalid_metadata(f"redirect_uris may hold at most {REDIRECT_URIS_MAX_ITEMS} URIs")
-        for index, uri in enumerate(redirect_uris):
-            if problem := text_problem(uri, max_chars=REDIRECT_URI_MAX_CHARS, what=f"redirect_uris[{index}]"):
-                return _invalid_metadata(problem)
-            if any(character.isspace() for character in uri):
-                # DOT keeps the URIs in one space-separated column.
-                return _invalid_metadata(f"redirect_uris[{index}] contains white space")
+    if isinstance(redirect_uris := data.get("redirect_uris", []), list):
+        public = data.get("token_endpoint_auth_method", DEFAULT_AUTH_METHOD) == "none"
+        try:
+            redirect_uris_check(redirect_uris, public=public)
+        except RedirectURIRefused as refused:
+            return _invalid_redirect_uri(refused)
+    if grant_types != data.get("grant_types"):
+        # DOT's view reads the metadata from the body alone (registered in common.internals).
+        request._body = json.dumps({**data, "grant_types": grant_types}).encode()
     return None
 
 

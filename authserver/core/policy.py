@@ -11,7 +11,9 @@ the endpoints that enforce a rule ask here, and /admin/policy/ shows what is in 
   answers 403, so does an update of an earlier registration (``authserver.clients.registration``), and
   the server's metadata names no ``registration_endpoint``.
 - The identity providers trusted for ID-JAG grants: the single sign-on providers whose entry
-  says ``"id_jag": true`` (shown here; the grant itself is another module's).
+  says ``"id_jag": true`` (shown here; the grant itself is another module's), and whether a
+  public client may present an ID-JAG (``CODEX_ID_JAG_PUBLIC_CLIENTS``, off: only a client that
+  authenticates with a secret or a key may, ``authserver.enterprise.id_jag.client_refusal``).
 - The longest access-token lifetime (``CODEX_MAX_ACCESS_TOKEN_SECONDS``, by default the
   configured ``CODEX_ACCESS_TOKEN_SECONDS``): a longer configured lifetime refuses to start
   (``codex_site.checks``), and ``mint_token`` refuses a longer token.
@@ -31,6 +33,7 @@ from django.conf import settings
 from django.http.request import validate_host
 from oauth2_provider.settings import oauth2_settings
 
+from authserver.core.emails import email_domain
 from common.audit import audit
 
 # The rules' names, as the audit line's ``policy`` field and the admin page name them.
@@ -96,6 +99,13 @@ def id_jag_providers() -> list[dict[str, Any]]:
     ]
 
 
+def id_jag_public_clients() -> bool:
+    """Whether a public client (one that authenticates with its id alone) may present an ID-JAG.
+    The draft's security considerations say the grant SHOULD be served to confidential clients
+    only: anyone holding an ID-JAG issued to a public client can redeem it as that client."""
+    return bool(settings.CODEX_ID_JAG_PUBLIC_CLIENTS)
+
+
 # --- tokens -------------------------------------------------------------------------------------
 
 
@@ -136,11 +146,6 @@ def sso_only_domains() -> frozenset[str]:
     return frozenset(domain.lower().lstrip("@") for domain in settings.CODEX_SSO_ONLY_DOMAINS)
 
 
-def _domain(address: str) -> str | None:
-    local, at, domain = (address or "").rpartition("@")
-    return domain.lower() if at and local and domain else None
-
-
 def sso_only_domain(user: Any) -> str | None:
     """The listed domain that makes ``user`` sign in with single sign-on only, or None. The
     domain is their e-mail address's, or their username's when that is an address."""
@@ -148,7 +153,7 @@ def sso_only_domain(user: Any) -> str | None:
     if not listed:
         return None
     for address in (getattr(user, "email", ""), user.get_username()):
-        domain = _domain(address)
+        domain = email_domain(address)
         if domain in listed:
             return domain
     return None
@@ -201,6 +206,13 @@ def effective() -> list[Setting]:
             ", ".join(trusted) or "none",
             'The identity providers trusted for ID-JAG grants: the single sign-on providers with "id_jag": true '
             "(table below).",
+        ),
+        Setting(
+            "CODEX_ID_JAG_PUBLIC_CLIENTS",
+            "on" if id_jag_public_clients() else "off",
+            "Off: an ID-JAG is accepted only from a confidential client (one that authenticates with a client "
+            "secret or private_key_jwt); a public client gets unauthorized_client. On: public clients may present "
+            "ID-JAGs too, and anyone who obtains one issued to a public client can redeem it.",
         ),
         Setting(
             "CODEX_MAX_ACCESS_TOKEN_SECONDS",

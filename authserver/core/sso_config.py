@@ -9,8 +9,10 @@ The variable holds a JSON list, one object per OpenID Connect provider::
 
 - ``id``: letters, digits, ``-`` and ``_``; the provider's callback is
   ``<public URL>/accounts/oidc/<id>/login/callback/`` (register that at the provider);
-- ``issuer``: the provider's issuer URL; its discovery document is
-  ``<issuer>/.well-known/openid-configuration``;
+- ``issuer``: the provider's issuer URL, exactly as the provider publishes it (its discovery
+  document's ``issuer``, its tokens' ``iss``), a trailing slash included: Auth0's end in ``/``,
+  and RFC 8414 §3.3 and OpenID Connect Discovery §4.3 compare issuers exactly. Its discovery
+  document is at ``discovery_url(issuer)``;
 - ``secret`` may be left out for ``secret_env``, the name of a variable that holds it;
 - ``domains``: the email domains allowed to sign in (required, at least one; ``"*"`` allows
   any verified email);
@@ -109,7 +111,7 @@ def parse_providers(raw: str) -> list[dict[str, Any]]:
             {
                 "id": provider_id,
                 "name": name.strip(),
-                "issuer": issuer.rstrip("/"),
+                "issuer": issuer,
                 "client_id": client_id,
                 "secret": secret,
                 "domains": sorted({domain.strip().lower().lstrip("@") for domain in domains}),
@@ -121,10 +123,19 @@ def parse_providers(raw: str) -> list[dict[str, Any]]:
     return providers
 
 
+def discovery_url(issuer: str) -> str:
+    """Where an issuer's OpenID Connect discovery document is: the issuer, less a terminating
+    ``/``, then ``/.well-known/openid-configuration`` (OpenID Connect Discovery §4). The issuer
+    itself is kept as written, and compared exactly with the document's ``issuer``."""
+    return issuer.removesuffix("/") + "/.well-known/openid-configuration"
+
+
 def allauth_providers(providers: list[dict[str, Any]]) -> dict[str, Any]:
     """``SOCIALACCOUNT_PROVIDERS`` for these providers: one ``openid_connect`` app each. The
     app's settings also carry this server's rules (domains, matching), read by
-    ``authserver.enterprise.sso``."""
+    ``authserver.enterprise.sso``. allauth appends ``/.well-known/openid-configuration`` to a
+    ``server_url`` that does not name the document already, which after an issuer's trailing
+    slash would make ``//``: it is given the document's address."""
     if not providers:
         return {}
     return {
@@ -137,7 +148,7 @@ def allauth_providers(providers: list[dict[str, Any]]) -> dict[str, Any]:
                     "client_id": provider["client_id"],
                     "secret": provider["secret"],
                     "settings": {
-                        "server_url": provider["issuer"],
+                        "server_url": discovery_url(provider["issuer"]),
                         "codex_domains": provider["domains"],
                         "email_authentication": provider["match_existing"],
                         "codex_signup": provider["signup"],

@@ -5,7 +5,8 @@ Tokens are django-oauth-toolkit access tokens, looked up by the SHA-256 checksum
 (the token itself may be redacted at rest), with one query that brings the user, the user's
 codex and the application along. A token is accepted only if it exists, has not expired
 (DOT's ``AccessToken.is_expired``), is bound to exactly this server's resource, belongs to
-an active user, and holds the scopes asked for (DOT's ``AccessToken.allow_scopes``).
+a person who may hold tokens (``authserver.core.tokens.person_may_hold_tokens``, the answer every
+issuance asks too), and holds the scopes asked for (DOT's ``AccessToken.allow_scopes``).
 DOT's own ``allows_audience`` is not used: it lets a token without a resource through,
 where contract 8 accepts only a token bound to this server. The database is asked on every
 call, and nothing of a check is kept for a later one, so revocation, expiry or a deactivated
@@ -33,6 +34,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from oauth2_provider.models import get_access_token_model
 
 import codex_metrics
+from authserver.core.tokens import person_may_hold_tokens
 from notebook.exceptions import NotebookError, PermissionDenied, Unauthenticated, Unavailable
 from notebook.sql.cache import PerDatabase
 from notebook.sql.converters import ModelColumns
@@ -256,7 +258,7 @@ def check_access_token(checksum: str, scopes: Iterable[str] = (), ahead: ReadAhe
             f"The access token was not issued for {settings.CODEX_RESOURCE_URL}", reason="wrong_audience"
         )
     user = token.user
-    if user is None or not user.is_active:
+    if not person_may_hold_tokens(user):
         raise TokenRejected("The access token's user cannot use this server", reason="user_inactive")
     needed = list(scopes)
     if not token.allow_scopes(needed):

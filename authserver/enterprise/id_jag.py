@@ -8,32 +8,39 @@ oauthlib (and so DOT 3.4.1) has no jwt-bearer grant: ``IdJagGrant`` is one, and 
 (DOT's ``OAUTH2_SERVER_CLASS``) serves it beside oauthlib's own grants.
 
 Which IdPs are trusted is the single sign-on configuration (``authserver.core.sso_config``): a provider
-with ``"id_jag": true``. Its key set is read from its discovery document's ``jwks_uri``, both
-fetched by ``authserver.clients.fetching.HardenedFetcher`` (https, one deadline over the whole exchange,
-the shared fetch slots), kept in the ``default`` cache for as long as the answer's
-``Cache-Control`` allows, and fetched again once when an ID-JAG names a ``kid`` the kept set lacks
-(the IdP rotated its keys), at most once per ``REFETCH_FLOOR_SECONDS``.
+with ``"id_jag": true``. Its key set is read from its discovery document's ``jwks_uri``, and
+fetched, checked and kept as a client's is (``authserver.clients.key_sets``).
+
+Only a confidential client may present one (``client_refusal``: it authenticates with a secret
+or ``private_key_jwt``): the draft's security considerations say the grant SHOULD be served to
+confidential clients only, since whoever holds an ID-JAG issued to a public client can redeem it.
+A public client gets ``unauthorized_client`` saying so, unless the operator's policy lets public
+clients in (``CODEX_ID_JAG_PUBLIC_CLIENTS``, ``authserver.core.policy``).
 
 An ID-JAG is accepted only when all of these hold (each refusal is ``invalid_grant`` with a
 description its client's author can act on; a client that does not authenticate as registered is
-``invalid_client``):
+``invalid_client``). The one verification of a signed JWT (``authserver.clients.signed_jwt``) checks
+what every signed JWT must be (an asymmetric ``alg``, the signature, ``aud`` one value, a short
+life, a ``jti`` used once), with the ID-JAG's profile (``ID_JAG``):
 
-- the header's ``typ`` is ``oauth-id-jag+jwt`` and its ``alg`` asymmetric (never ``none``, never
-  an HMAC: an HMAC keyed with the published public key proves nothing);
-- ``iss`` is a trusted IdP's issuer, and the signature verifies with a key of its set;
-- ``aud`` is this server's issuer (one value); ``resource``, when present, is this server's
-  ``/mcp``; ``client_id`` is the client that authenticated;
-- ``exp`` is in the future and at most ``MAX_LIFETIME_SECONDS`` after ``iat`` and after now
-  (``LEEWAY_SECONDS`` of clock skew), ``iat`` not in the future;
+- the header's ``typ`` is ``oauth-id-jag+jwt``, and ``iat``, ``client_id`` and ``resource`` are
+  required beside RFC 7523's claims;
+- ``iss`` is a trusted IdP's issuer, compared exactly as the IdP publishes it (a trailing slash
+  included: the configuration keeps it as written, and the discovery document's ``issuer`` must
+  be that very string), and the signature verifies with a key of its set;
+- ``aud`` is this server's issuer; ``resource`` is this server's ``/mcp`` (the MCP extension makes
+  it REQUIRED and the server MUST check it); ``client_id`` is the client that authenticated;
 - ``sub`` names a person: the one linked to that provider with that subject, as single sign-on
   links them (allauth's ``SocialAccount``), never found by an unverified e-mail. An unknown
   subject is, as a first single sign-on would be, linked to the person the provider's organization
   provisioned through SCIM (``authserver.enterprise.scim.links``), by an ``email`` the ID-JAG says is
   verified (``email_verified`` exactly true), whatever ``signup`` says; else it gets an account
   only where the provider's ``signup`` is on, named by the ID-JAG's ``email`` of one of the
-  provider's domains that no account has yet. A deactivated person is refused;
-- the scopes are those asked for (all of ``scope`` in the ID-JAG when none are) that the ID-JAG
-  also grants; none left is a refusal;
+  provider's domains that no account has yet. A person who may not hold tokens (deactivated:
+  ``authserver.core.tokens.person_may_hold_tokens``) is refused, here and again under their lock
+  as the token is issued (``exchange.grant_hold``), should they be shut out in between;
+- the scopes are those asked for (all of this server's that ``scope`` in the ID-JAG names, when
+  none are) that the ID-JAG also grants; none left is a refusal;
 - its ``jti`` was not used before (``authserver.core.replay``, spent last, in the transaction that
   issues the token, so a refused request stores nothing at all).
 
@@ -43,47 +50,54 @@ application under Connected applications, granted by their organization
 (``authserver.models.OrganizationGrant``), and can revoke it there.
 """
 
-import datetime as dt
 import json
 import logging
 import time
 from typing import Any
 
-import jwt
 from allauth.account.adapter import get_adapter
 from allauth.account.models import EmailAddress
 from allauth.socialaccount.models import SocialAccount
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.cache import cache
 from django.db import IntegrityError, transaction
 from django.utils import timezone
-from oauth2_provider.cimd import CIMDError
+from oauth2_provider.models import get_application_model
 from oauthlib.oauth2 import Server
 from oauthlib.oauth2.rfc6749 import errors
 from oauthlib.oauth2.rfc6749.grant_types.base import GrantTypeBase
 
-from authserver.clients import registration
-from authserver.clients.assertions import SIGNING_ALGORITHMS, cache_digest
-from authserver.clients.fetching import FetchBusy, HardenedFetcher
-from authserver.core import replay
+from authserver.clients import assertions, registration, signed_jwt
+from authserver.clients.key_sets import KeySetSource
+from authserver.core import policy
+from authserver.core.scopes import ALL_SCOPES
+from authserver.core.tokens import person_may_hold_tokens
+from authserver.enterprise.addresses import accounts_named_by
 from authserver.enterprise.scim import links
 from authserver.enterprise.sso import domain_allowed
 from authserver.models import OrganizationGrant
-from common.ratelimit import network_of
+from common.ratelimit import oauthlib_client_network
 
 logger = logging.getLogger(__name__)
 
 GRANT_TYPE = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 PROFILE = "urn:ietf:params:oauth:grant-profile:id-jag"
 TYP = "oauth-id-jag+jwt"
-NAMESPACE = "id-jag"
-MAX_LIFETIME_SECONDS = 300
-LEEWAY_SECONDS = 30
-REFETCH_FLOOR_SECONDS = 60
-FAILED_FETCH_SECONDS = 30
-MAX_ASSERTION_CHARS = 16_384
-MAX_CLAIM_CHARS = 255
+# The ID-JAG draft's claims beyond RFC 7523's; the MCP extension makes resource REQUIRED.
+ID_JAG = signed_jwt.Profile(
+    noun="the ID-JAG",
+    namespace="id-jag",
+    typ=TYP,
+    required=("iat", "client_id", "resource"),
+    unknown_issuer=(
+        "the ID-JAG's issuer {issuer} is not an identity provider this server trusts; its operator lists "
+        "trusted ones in CODEX_OIDC_PROVIDERS"
+    ),
+    renew="; ask the IdP for a new one",
+)
+# The sub is kept as the person's sign-in link (allauth's SocialAccount.uid): a longer one could
+# never be linked.
+MAX_SUB_CHARS = SocialAccount._meta.get_field("uid").max_length
 
 
 class Refused(Exception):
@@ -91,73 +105,36 @@ class Refused(Exception):
 
 
 def trusted_providers() -> dict[str, dict[str, Any]]:
-    """The single sign-on providers trusted for ID-JAG, by issuer."""
+    """The single sign-on providers trusted for ID-JAG, by issuer exactly as configured."""
     return {provider["issuer"]: provider for provider in settings.CODEX_SSO_PROVIDERS if provider.get("id_jag")}
 
 
-# --- the IdP's key set ---------------------------------------------------------------------------
-
-
-def _keys_cache_key(issuer: str) -> str:
-    return "idp-jwks:" + cache_digest(issuer)
-
-
-def _fetch_keys(issuer: str, *, network: str | None) -> dict[str, Any]:
-    failed_key = "idp-jwks-failed:" + cache_digest(issuer)
-    if (failed := cache.get(failed_key)) is not None:
-        raise Refused(f"the IdP's key set could not be fetched a moment ago ({failed}); try again shortly")
-    fetcher = HardenedFetcher(network)
-    try:
-        discovery, _ = fetcher.fetch(issuer + "/.well-known/openid-configuration")
-        jwks_uri = discovery.get("jwks_uri")
-        if discovery.get("issuer", "").rstrip("/") != issuer or not isinstance(jwks_uri, str):
-            raise CIMDError("its discovery document names another issuer, or no jwks_uri")
-        jwks, max_age = fetcher.fetch(jwks_uri)
-        if not isinstance(jwks.get("keys"), list):
-            raise CIMDError("its jwks_uri serves no key set")
-    except FetchBusy as error:  # nothing fetched: nothing to hold against the IdP
-        raise Refused(f"the IdP's key set could not be fetched just now ({error})") from None
-    except CIMDError as error:
-        logger.warning("the key set of ID-JAG issuer %s could not be fetched: %s", issuer, error)
-        cache.set(failed_key, str(error)[:200], timeout=FAILED_FETCH_SECONDS)
-        raise Refused(f"the IdP's key set could not be fetched ({error})") from None
-    cache.set(_keys_cache_key(issuer), jwks, timeout=max_age)
-    return jwks
-
-
-def _select(jwks: dict[str, Any], kid: str | None, algorithm: str) -> dict[str, Any] | None:
-    signing = [
-        key
-        for key in jwks["keys"]
-        if isinstance(key, dict) and key.get("use", "sig") == "sig" and key.get("alg", algorithm) == algorithm
-    ]
-    if kid is not None:
-        return next((key for key in signing if key.get("kid") == kid), None)
-    return signing[0] if len(signing) == 1 else None
-
-
-def _signing_key(issuer: str, kid: str | None, algorithm: str, *, network: str | None) -> jwt.PyJWK:
-    jwks = cache.get(_keys_cache_key(issuer))
-    if jwks is None:
-        jwks = _fetch_keys(issuer, network=network)
-    key = _select(jwks, kid, algorithm)
+def client_refusal(client: Any) -> str | None:
+    """Why ``client`` may not present an ID-JAG, or None. A confidential client (a secret) or one
+    that authenticates with ``private_key_jwt`` (a metadata document's keys) may; a public client,
+    which authenticates with its id alone, only where the operator's policy allows it. (Asked once
+    the client has authenticated as it is registered: a client with a secret or keys cannot have
+    got here without presenting them.)"""
     if (
-        key is None
-        and kid is not None
-        and cache.add("idp-jwks-refetch:" + cache_digest(issuer), True, REFETCH_FLOOR_SECONDS)
+        client.client_type == get_application_model().CLIENT_CONFIDENTIAL
+        or assertions.keys_of(client.client_id) is not None
     ):
-        key = _select(_fetch_keys(issuer, network=network), kid, algorithm)
-    if key is None:
-        raise Refused(f"no key of the IdP's key set has kid {str(kid)[:64]!r} for {algorithm}")
-    if key.get("d") is not None or key.get("kty") == "oct":
-        raise Refused("the IdP's key set publishes a private or symmetric key; it cannot be trusted")
-    try:
-        return jwt.PyJWK(key, algorithm=algorithm)
-    except (jwt.PyJWKError, jwt.InvalidKeyError, ValueError, TypeError, KeyError) as error:
-        raise Refused(f"the IdP's key {str(kid)[:64]!r} is not a {algorithm} public key ({error})") from None
+        return None
+    if policy.id_jag_public_clients():
+        return None
+    return (
+        "this server accepts an ID-JAG only from a confidential client, one that authenticates with a client "
+        "secret or private_key_jwt; this client authenticates with its client_id alone (a public client), and "
+        "anyone who obtained its ID-JAG could redeem it. Register it here as a confidential client, or its "
+        "operator may allow public clients (CODEX_ID_JAG_PUBLIC_CLIENTS)"
+    )
 
 
 # --- the assertion -------------------------------------------------------------------------------
+
+
+def _key_set(issuer: str) -> KeySetSource:
+    return KeySetSource(owner="the IdP's key set", cache_name="idp-jwks", issuer=issuer)
 
 
 def _one_string(value: object) -> object:
@@ -168,72 +145,35 @@ def _one_string(value: object) -> object:
 
 def verify(assertion: object, *, client_id: str, now: float, network: str | None = None) -> tuple[dict, dict]:
     """The ID-JAG's claims and the provider that signed it, or ``Refused`` saying why not.
-    Nothing is written (the ``jti`` is spent by the caller, last)."""
+    Nothing is written (the ``jti`` is spent by the grant, last: ``signed_jwt.spend``)."""
     if not isinstance(assertion, str) or not assertion:
         raise Refused("send the ID-JAG as the assertion parameter")
-    if len(assertion) > MAX_ASSERTION_CHARS:
-        raise Refused(f"the assertion is longer than {MAX_ASSERTION_CHARS} characters")
+    providers = trusted_providers()
     try:
-        header = jwt.get_unverified_header(assertion)
-        unverified = jwt.decode(assertion, options={"verify_signature": False})
-    except (jwt.PyJWTError, ValueError, TypeError):
-        raise Refused("the assertion is not a signed JWT") from None
-    if header.get("typ") != TYP:
-        raise Refused(f'the assertion is not an ID-JAG: its header\'s typ must be "{TYP}"')
-    algorithm, kid = header.get("alg"), header.get("kid")
-    if algorithm not in SIGNING_ALGORITHMS:
-        shown = algorithm if isinstance(algorithm, str) else json.dumps(algorithm)
-        raise Refused(
-            f"alg {shown[:20]!r} is not accepted; an ID-JAG is signed with one of {', '.join(SIGNING_ALGORITHMS)}"
-        )
-    if kid is not None and not isinstance(kid, str):
-        raise Refused("the header's kid must be a string")
-    issuer = unverified.get("iss")
-    provider = trusted_providers().get(issuer) if isinstance(issuer, str) else None
-    if provider is None:
-        raise Refused(
-            f"the ID-JAG's issuer {str(issuer)[:100]!r} is not an identity provider this server trusts; "
-            "its operator lists trusted ones in CODEX_OIDC_PROVIDERS"
-        )
-    key = _signing_key(issuer, kid, algorithm, network=network)
-    try:
-        claims = jwt.decode(
+        claims = signed_jwt.verify(
             assertion,
-            key=key,
-            algorithms=[algorithm],
-            issuer=issuer,
-            leeway=LEEWAY_SECONDS,
-            options={"require": ["iss", "sub", "aud", "exp", "iat", "jti", "client_id"], "verify_aud": False},
+            profile=ID_JAG,
+            issuers={issuer: _key_set(issuer) for issuer in providers},
+            audiences=[settings.CODEX_ISSUER_URL],
+            now=now,
+            network=network,
         )
-    except jwt.ExpiredSignatureError:
-        raise Refused("the ID-JAG has expired; ask the IdP for a new one") from None
-    except jwt.ImmatureSignatureError:
-        raise Refused("the ID-JAG's iat is in the future") from None
-    except jwt.MissingRequiredClaimError as error:
-        raise Refused(f"the ID-JAG has no {error.claim} claim") from None
-    except jwt.InvalidSignatureError:
-        raise Refused("the ID-JAG's signature does not verify with its issuer's keys") from None
-    except (jwt.PyJWTError, ValueError, TypeError) as error:
-        raise Refused(f"the ID-JAG is not valid ({type(error).__name__})") from None
-    if _one_string(claims["aud"]) != settings.CODEX_ISSUER_URL:
-        raise Refused(f"the ID-JAG's aud must be this server's issuer, {settings.CODEX_ISSUER_URL}")
-    resource = claims.get("resource")
-    if resource is not None and _one_string(resource) != settings.CODEX_RESOURCE_URL:
+    except signed_jwt.JwtRefused as refused:
+        if refused.missing == "resource":
+            raise Refused(
+                f"the ID-JAG has no resource claim; it must be this server's {settings.CODEX_RESOURCE_URL}"
+            ) from None
+        raise Refused(str(refused)) from None
+    if _one_string(claims["resource"]) != settings.CODEX_RESOURCE_URL:
         raise Refused(f"the ID-JAG's resource must be this server's resource, {settings.CODEX_RESOURCE_URL}")
     if claims["client_id"] != client_id:
         raise Refused("the ID-JAG was issued to another client: its client_id is not the client that authenticated")
-    issued, expires = claims["iat"], claims["exp"]
-    if not isinstance(issued, int | float) or not isinstance(expires, int | float):
-        raise Refused("the ID-JAG's iat and exp must be numbers")
-    if expires - issued > MAX_LIFETIME_SECONDS or expires > now + MAX_LIFETIME_SECONDS + LEEWAY_SECONDS:
-        raise Refused(f"the ID-JAG lives too long: this server accepts ones of at most {MAX_LIFETIME_SECONDS} seconds")
-    for name in ("sub", "jti"):
-        if not isinstance(claims[name], str) or not 1 <= len(claims[name]) <= MAX_CLAIM_CHARS:
-            raise Refused(f"the ID-JAG's {name} must be a string of 1 to {MAX_CLAIM_CHARS} characters")
+    if not isinstance(claims["sub"], str) or not 1 <= len(claims["sub"]) <= MAX_SUB_CHARS:
+        raise Refused(f"the ID-JAG's sub must be a string of 1 to {MAX_SUB_CHARS} characters")
     scope = claims.get("scope", "")
     if not isinstance(scope, str):
         raise Refused("the ID-JAG's scope must be a space-separated string")
-    return claims, provider
+    return claims, providers[claims["iss"]]
 
 
 def find_person(provider: dict[str, Any], claims: dict[str, Any]) -> Any | None:
@@ -242,7 +182,7 @@ def find_person(provider: dict[str, Any], claims: dict[str, Any]) -> Any | None:
     or make them one. ``Refused`` when neither may be done, or when the person is deactivated."""
     account = SocialAccount.objects.filter(provider=provider["id"], uid=claims["sub"]).select_related("user").first()
     if account is not None:
-        if not account.user.is_active:
+        if not person_may_hold_tokens(account.user):
             raise Refused("the person this ID-JAG names is deactivated on this server")
         return account.user
     if _provisioned(provider, claims) is not None:
@@ -261,7 +201,7 @@ def _provisioned(provider: dict[str, Any], claims: dict[str, Any]) -> Any | None
     if not domain_allowed(email, provider["domains"]):
         return None
     person = links.provisioned_account(provider_id=provider["id"], emails=[email])
-    if person is not None and not person.is_active:
+    if person is not None and not person_may_hold_tokens(person):
         raise Refused("the person this ID-JAG names is deactivated on this server")
     return person
 
@@ -280,8 +220,7 @@ def _new_email(provider: dict[str, Any], claims: dict[str, Any]) -> str:
             "the person this ID-JAG names has no account here yet; an account is made on first use only from an "
             f"email claim of an allowed domain ({', '.join(provider['domains'])}): include it, or sign in once first"
         )
-    User = get_user_model()
-    if User.objects.filter(email__iexact=email).exists() or EmailAddress.objects.filter(email__iexact=email).exists():
+    if accounts_named_by([email]).exists():
         raise Refused(
             "an account with the ID-JAG's email already exists here and is not linked to this IdP subject; "
             "the person signs in once through single sign-on (or an operator links them) first"
@@ -319,12 +258,11 @@ class IdJagGrant(GrantTypeBase):
             # One transaction: the jti, a new person, the token and the grant's record are all
             # kept, or (on any refusal) none of them.
             with transaction.atomic():
-                until = dt.datetime.fromtimestamp(request.id_jag_claims["exp"] + LEEWAY_SECONDS + 1, tz=dt.UTC)
+                try:
+                    signed_jwt.spend(request.id_jag_claims, profile=ID_JAG)
+                except signed_jwt.JwtRefused as refused:
+                    raise Refused(str(refused)) from None
                 issuer = request.id_jag_provider["issuer"]
-                if not replay.spend(
-                    namespace=NAMESPACE, issuer=issuer, jti=request.id_jag_claims["jti"], expires_at=until
-                ):
-                    raise Refused("the ID-JAG was used before; ask the IdP for a new one")
                 # The organization's grant approves a client as a person's consent does: a
                 # registration still waiting for that is kept from now on (authserver.clients.registration).
                 try:
@@ -372,20 +310,21 @@ class IdJagGrant(GrantTypeBase):
         self.request_validator._check_and_set_request_resource(request)
         # The client's network (DOT hands the request's META as its headers): its share of the
         # fetch slots, should the IdP's key set be fetched.
-        address = (getattr(request, "headers", None) or {}).get("REMOTE_ADDR")
         try:
             claims, provider = verify(
                 request.assertion,
                 client_id=request.client.client_id,
                 now=time.time(),
-                network=network_of(address) if address else None,
+                network=oauthlib_client_network(request),
             )
             granted = set(claims.get("scope", "").split())
-            asked = set((request.scope or "").split()) or granted
+            # Asked for nothing, the client asks for this server's scopes: an IdP may grant others
+            # beside them (openid, another resource's), which are not this server's to give.
+            asked = set((request.scope or "").split()) or set(ALL_SCOPES)
             scopes = sorted(asked & granted)
             if not scopes:
                 raise Refused(
-                    "none of the scopes asked for is granted by the ID-JAG (it grants: "
+                    f"none of the scopes asked for ({' '.join(sorted(asked))}) is granted by the ID-JAG (it grants: "
                     f"{' '.join(sorted(granted)) or 'nothing'}); ask the IdP for an ID-JAG with them"
                 )
             if not self.request_validator.validate_scopes(request.client_id, scopes, request.client, request):

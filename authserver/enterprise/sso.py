@@ -10,24 +10,26 @@ provider; the operator lists them in ``CODEX_OIDC_PROVIDERS``, read by
   signs in to an existing local account instead only where the operator allows it for
   that provider (``match_existing``), and only through that verified email.
 - A provider that cannot be reached, or answers what OpenID Connect does not allow, gets
-  a page that says so (``provider_views``), never a 500.
+  a page that says so (``provider_views``), never a 500. Its every answer is read as any
+  stranger's JSON is (``common.inputs.json_document``, through the adapter's requests session).
 """
 
 import logging
 from collections.abc import Callable
 from typing import Any
 
-from allauth.account.models import EmailAddress
+import requests
 from allauth.core.exceptions import ImmediateHttpResponse
 from allauth.socialaccount.adapter import DefaultSocialAccountAdapter
 from allauth.socialaccount.providers.openid_connect import views as oidc_views
-from django.contrib.auth import get_user_model
-from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
+from authserver.core.emails import domain_allowed
+from authserver.enterprise.addresses import accounts_named_by
 from authserver.enterprise.scim import links
 from authserver.people.account import leading_to_providers
+from common.inputs import JSONRefused, json_document
 
 logger = logging.getLogger(__name__)
 
@@ -35,11 +37,6 @@ logger = logging.getLogger(__name__)
 def allowed_domains(provider: Any) -> list[str]:
     app = getattr(provider, "app", None)
     return list((getattr(app, "settings", None) or {}).get("codex_domains", []))
-
-
-def domain_allowed(email: str, domains: list[str]) -> bool:
-    _, at, domain = email.rpartition("@")
-    return bool(at) and ("*" in domains or domain.lower() in domains)
 
 
 def verified_emails(sociallogin: Any) -> list[str]:
@@ -61,17 +58,32 @@ def refusal_page(request: HttpRequest, *, provider_name: str, reason: str, statu
     )
 
 
-def _taken(emails: list[str]) -> bool:
-    query = Q()
-    for email in emails:
-        query |= Q(email__iexact=email)
-    return (
-        get_user_model().objects.filter(query).exists()
-        or EmailAddress.objects.filter(email__in=[email.lower() for email in emails]).exists()
-    )
+def _read_as_a_strangers_json(response: requests.Response, *args: Any, **kwargs: Any) -> None:
+    """A response hook (requests' documented ``hooks``) on every request allauth makes to a
+    provider: the answer's ``json()``, which allauth reads the discovery document, the token answer,
+    the user info and the key set with, reads it as any stranger's JSON is
+    (``common.inputs.json_document``). A refusal is requests' own ``InvalidJSONError`` (a
+    ``RequestException``), which allauth's callback answers as the provider's failure, and
+    ``_guarded`` below for the discovery document read before the redirect."""
+
+    def json(**_: Any) -> Any:
+        try:
+            return json_document(response.content)
+        except JSONRefused as refused:
+            problem = refused.problem.removeprefix("it ")
+            raise requests.exceptions.InvalidJSONError(f"the provider's answer {problem}", response=response) from None
+
+    response.json = json  # type: ignore[method-assign]
 
 
 class CodexSocialAccountAdapter(DefaultSocialAccountAdapter):
+    def get_requests_session(self) -> requests.Session:
+        # Every request allauth's OpenID Connect provider makes goes through this session
+        # (registered in common.internals: allauth does not document the method).
+        session = super().get_requests_session()
+        session.hooks["response"].append(_read_as_a_strangers_json)
+        return session
+
     def is_open_for_signup(self, request: HttpRequest, sociallogin: Any) -> bool:
         # The domain check in pre_social_login has already let this person through; whether an
         # unknown person gets an account is the provider's "signup" (an ID-JAG follows it too).
@@ -102,7 +114,7 @@ class CodexSocialAccountAdapter(DefaultSocialAccountAdapter):
             provisioned = links.provisioned_account(provider_id=provider.app.provider_id, emails=emails)
             if provisioned is not None:
                 sociallogin.connect(request, provisioned)
-        if not sociallogin.is_existing and _taken(emails):
+        if not sociallogin.is_existing and accounts_named_by(emails).exists():
             # Not matched to that account (the operator did not allow it for this provider):
             # a second account with the same address would be a trap for its owner.
             logger.warning(
@@ -147,8 +159,9 @@ class CodexSocialAccountAdapter(DefaultSocialAccountAdapter):
 
 # What a provider that is down or answers wrongly can make allauth raise outside the
 # errors its callback view catches (discovery is fetched before the redirect, and a
-# discovery document without an endpoint is a KeyError, one nested too deep a RecursionError).
-PROVIDER_FAULTS = (OSError, ValueError, LookupError, TypeError, AttributeError, RecursionError)
+# discovery document without an endpoint is a KeyError). An answer that is not JSON this server
+# reads never reaches allauth: it is requests' InvalidJSONError (``_read_as_a_strangers_json``).
+PROVIDER_FAULTS = (OSError, ValueError, LookupError, TypeError, AttributeError)
 
 
 def _guarded(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
@@ -158,8 +171,6 @@ def _guarded(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
         except ImmediateHttpResponse as immediate:
             return immediate.response
         except Exception as error:
-            import requests
-
             if not isinstance(error, (requests.RequestException, *PROVIDER_FAULTS)):
                 raise
             logger.warning("single sign-on provider %s could not be used: %s", provider_id, type(error).__name__)

@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 
 from oauth2_provider.cimd import is_cimd_client_id
 
+from authserver.clients import redirect_uris
 from authserver.clients.cimd import Fetched, known_application, refusal_hint, remembered_refusal
 from authserver.core import policy
 from common.inputs import shown
@@ -25,12 +26,23 @@ class Refusal:
     policy: str | None = None  # the operator's rule that refused it, in words (authserver.core.policy)
 
 
-def _redirect_problem(what: str, redirect_uri: str, listed: list[str], *, document: bool) -> Refusal:
+def _redirect_problem(what: str, application: object, redirect_uri: str, *, document: bool) -> Refusal:
     where = "lists" if document else "registered"
+    if redirect_uris.listed(application, redirect_uri) and (
+        refused := redirect_uris.registered_uri_refusal(application, redirect_uri)
+    ):
+        # One of its own, which an earlier release let in and the redirect-URI rule refuses.
+        return Refusal(
+            what=what,
+            problem=f"the address the application asked to be sent back to, {refused.shown_uri()}, is one it "
+            f"{where}, but this server sends no answer there: {refused.problem}",
+            fix=refused.fix + (" in the document" if document else ", and register again"),
+        )
+    registered = ", ".join(shown(uri, max_chars=200) for uri in getattr(application, "redirect_uris", "").split()[:5])
     return Refusal(
         what=what,
         problem=f"the address the application asked to be sent back to, {shown(redirect_uri, max_chars=200)}, "
-        f"is not one of the redirect_uris it {where} ({', '.join(shown(uri, max_chars=200) for uri in listed[:5])})",
+        f"is not one of the redirect_uris it {where} ({registered})",
         fix=f"add that address to its redirect_uris{' in the document' if document else ''}, or have the "
         "application use one that is listed",
     )
@@ -74,7 +86,7 @@ def explain(client_id: str, redirect_uri: str, *, fetched: Fetched | None = None
         if refused := policy_refusal(client_id):
             return refused
         if application is not None and redirect_uri and not application.redirect_uri_allowed(redirect_uri):
-            return _redirect_problem(what, redirect_uri, application.redirect_uris.split(), document=True)
+            return _redirect_problem(what, application, redirect_uri, document=True)
         if application is None:
             return Refusal(
                 what,
@@ -91,5 +103,5 @@ def explain(client_id: str, redirect_uri: str, *, fetched: Fetched | None = None
             "register again with Dynamic Client Registration, or name the application with a metadata document",
         )
     if redirect_uri and not application.redirect_uri_allowed(redirect_uri):
-        return _redirect_problem(what, redirect_uri, application.redirect_uris.split(), document=False)
+        return _redirect_problem(what, application, redirect_uri, document=False)
     return None

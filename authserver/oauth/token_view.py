@@ -9,9 +9,12 @@ grant and would fail with a 500 on a request without ``device_code``.
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from oauth2_provider.models import get_access_token_model
 from oauth2_provider.views import TokenView
 
 from authserver.oauth.validators import SERVED_GRANT_TYPES
+
+NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
 
 
 class CodexTokenView(TokenView):
@@ -27,3 +30,17 @@ class CodexTokenView(TokenView):
                 headers={"Cache-Control": "no-store"},
             )
         return super().post(request, *args, **kwargs)
+
+    def authorization_flow_token_response(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        # DOT's (a registered internal) reads the access token it has just issued back by its
+        # checksum, after the grant's transaction committed, to send app_authorized. A revocation
+        # that commits in between (the person's, the code's second use, DOT's reuse protection)
+        # has deleted it: the tokens in the answer are dead, and the answer says so.
+        try:
+            return super().authorization_flow_token_response(request, *args, **kwargs)
+        except get_access_token_model().DoesNotExist:
+            return JsonResponse(
+                {"error": "invalid_grant", "error_description": "The grant was revoked as these tokens were issued"},
+                status=400,
+                headers=NO_STORE,
+            )

@@ -8,31 +8,28 @@ resource is refused with ``invalid_target``. PKCE must use S256: a ``plain`` or
 missing method is refused before the consent page is shown.
 """
 
+import json
 import logging
 from urllib.parse import parse_qs, urlsplit
 
 from django.conf import settings
 from django.db import transaction
 from oauth2_provider.cimd import is_cimd_client_id
-from oauth2_provider.models import get_access_token_model, get_refresh_token_model
+from oauth2_provider.models import get_access_token_model, get_grant_model, get_refresh_token_model
 from oauth2_provider.oauth2_validators import OAuth2Validator
 from oauthlib.oauth2.rfc6749 import errors
 
 from authserver.clients import agents, assertions, cimd, registration
-from authserver.core import policy
+from authserver.core import exchange, policy
 from authserver.core.token_check import token_checksum
+from authserver.core.tokens import PersonShutOut
+from authserver.enterprise import id_jag
 from authserver.enterprise.id_jag import GRANT_TYPE as JWT_BEARER
 from authserver.models import HeadlessAgent
 from common.audit import audit
-from common.ratelimit import network_of
+from common.ratelimit import oauthlib_client_network as _network_of
 
 logger = logging.getLogger(__name__)
-
-
-def _network_of(request) -> str | None:
-    """The client network of an oauthlib request (DOT hands the request's META as its headers)."""
-    address = (getattr(request, "headers", None) or {}).get("REMOTE_ADDR")
-    return network_of(address) if address else None
 
 
 def _foreign_target(resources: list[str], request) -> errors.CustomOAuth2Error | None:
@@ -69,7 +66,8 @@ class RegistrationExpiredError(errors.FatalClientError):
 
 # The grants the metadata advertises. client_credentials is served to the applications of
 # people's live headless agents and to no other client (validate_grant_type); JWT_BEARER, an
-# ID-JAG (authserver.enterprise.id_jag), to any other client that authenticates as registered; an
+# ID-JAG (authserver.enterprise.id_jag), to any other client that authenticates as registered and
+# may present one (a confidential one, unless the policy lets public clients in); an
 # operator's token is minted directly (authserver.core.tokens.mint_access_token), never through a grant.
 SERVED_GRANT_TYPES = frozenset({"authorization_code", "refresh_token", "client_credentials", JWT_BEARER})
 CLIENT_CREDENTIALS = "client_credentials"
@@ -204,8 +202,11 @@ class CodexOAuth2Validator(OAuth2Validator):
         elif agents.is_agent_application(request.client):
             return False
         elif grant_type == JWT_BEARER:
-            # DOT's Application has one grant type and no jwt-bearer among them: any client may
-            # present an ID-JAG, which its IdP issued to it by client_id (checked with it).
+            # DOT's Application has one grant type and no jwt-bearer among them: a client may
+            # present an ID-JAG (which its IdP issued to it by client_id, checked with it) as
+            # authserver.enterprise.id_jag.client_refusal says, which gives the words.
+            if (refusal := id_jag.client_refusal(request.client)) is not None:
+                raise errors.UnauthorizedClientError(description=refusal, request=request)
             return True
         return super().validate_grant_type(client_id, grant_type, client, request, *args, **kwargs)
 
@@ -244,6 +245,110 @@ class CodexOAuth2Validator(OAuth2Validator):
                 access_tokens=sum(isinstance(row, get_access_token_model()) for row in found),
             )
 
+    # --- token issuance: each grant exchanged at most once (authserver.core.exchange) -----------
+
+    def validate_code(self, client_id, code, client, request, *args, **kwargs):
+        # DOT reads the code's row anew for each check of the request (the PKCE challenge, its
+        # method, the redirect URI): a redemption of the same code that deleted it between two of
+        # them made the next read a 500. It is read once, here; the checks below use this copy,
+        # and save_bearer_token reads it again under its row's lock before anything is issued.
+        grant = get_grant_model().objects.filter(code=code, application=client).select_related("user").first()
+        if grant is None:
+            # Used already (or never issued): a second use revokes what the first issued.
+            exchange.code_replayed(code=code, application=client)
+            return False
+        if grant.is_expired():
+            return False
+        request.code_grant = grant
+        request.scopes = grant.scope.split(" ")
+        request.user = grant.user
+        if grant.nonce:
+            request.nonce = grant.nonce
+        if grant.claims:
+            request.claims = json.loads(grant.claims)
+        return True
+
+    def get_code_challenge(self, code, request):
+        if (grant := getattr(request, "code_grant", None)) is None:
+            return super().get_code_challenge(code, request)
+        return grant.code_challenge or None
+
+    def get_code_challenge_method(self, code, request):
+        if (grant := getattr(request, "code_grant", None)) is None:
+            return super().get_code_challenge_method(code, request)
+        return grant.code_challenge_method or None
+
+    def confirm_redirect_uri(self, client_id, code, redirect_uri, client, request, *args, **kwargs):
+        if (grant := getattr(request, "code_grant", None)) is None:
+            return super().confirm_redirect_uri(client_id, code, redirect_uri, client, request, *args, **kwargs)
+        return grant.redirect_uri_allowed(redirect_uri)
+
+    def save_bearer_token(self, token, request, *args, **kwargs):
+        """DOT's, in a transaction that first takes the person's lock, refusing a person who may
+        not hold tokens now, and reads the code or the refresh token again under its own
+        (``exchange.grant_hold``), and spends the code with the tokens it issues: a grant exchanged
+        meanwhile, or revoked, or whose person was shut out, gets ``invalid_grant`` (a headless
+        agent whose owner was: ``unauthorized_client``) and nothing is issued. A code found spent
+        here was used twice: what its first use issued is revoked, once this transaction has rolled
+        back."""
+        code = request.code if request.grant_type == "authorization_code" else None
+        refresh_token = request.refresh_token if request.grant_type == "refresh_token" else None
+        # DOT sets a headless agent's request.user only in _create_access_token.
+        user = None if request.grant_type == CLIENT_CREDENTIALS else getattr(request, "user", None)
+        try:
+            with transaction.atomic():
+                exchange.grant_hold(
+                    user_id=self._person_id(request),
+                    code=code,
+                    application=request.client,
+                    refresh_token=refresh_token,
+                )
+                saved = super().save_bearer_token(token, request, *args, **kwargs)
+                if code is not None:
+                    exchange.code_redeemed(
+                        code=code,
+                        application=request.client,
+                        user=user,
+                        expires=request.code_grant.expires,
+                        issued=token,
+                    )
+                return saved
+        except exchange.GrantSpent as spent:
+            if code is not None:
+                exchange.code_replayed(code=code, application=request.client)
+            raise errors.InvalidGrantError(description=str(spent), request=request) from None
+        except PersonShutOut:
+            raise self._shut_out(request) from None
+
+    @staticmethod
+    def _person_id(request) -> int | None:
+        """Whom a grant issues for, whose lock it takes first and who must be allowed tokens
+        (``exchange.grant_hold``): the person a code, a refresh token or an ID-JAG names, or a
+        headless agent's owner (an agent's owner never changes), so that an agent's issuance takes
+        the person's lock before the agent's, in the order ``agent_revoke`` takes them."""
+        if request.grant_type == CLIENT_CREDENTIALS:
+            return getattr(getattr(request, "headless_agent", None), "owner_id", None)
+        return getattr(getattr(request, "user", None), "pk", None)
+
+    @staticmethod
+    def _shut_out(request) -> errors.OAuth2Error:
+        """The refusal of a grant whose person may not hold tokens now (``PersonShutOut``)."""
+        if request.grant_type == CLIENT_CREDENTIALS:
+            return errors.UnauthorizedClientError(
+                description="This headless agent's owner is deactivated on this server, so it gets no token",
+                request=request,
+            )
+        return errors.InvalidGrantError(
+            description="The person this grant is for is deactivated on this server, so it gets no token",
+            request=request,
+        )
+
+    def invalidate_authorization_code(self, client_id, code, request, *args, **kwargs):
+        # Spent already, in the transaction that issued its tokens (save_bearer_token). DOT's
+        # deletes it here, after that transaction, which let a second redemption issue tokens
+        # in between.
+        return None
+
     def save_authorization_code(self, client_id, code, request, *args, **kwargs):
         resources = _as_list(getattr(request, "resource", None))
         if error := _foreign_target(resources, request):
@@ -261,9 +366,10 @@ class CodexOAuth2Validator(OAuth2Validator):
     def _create_access_token(self, expires, request, token, source_refresh_token=None):
         # A private DOT hook (registered in common.internals). DOT saves a client-credentials
         # token with no user; a headless agent's acts for its owner's codex. Called inside
-        # save_bearer_token's transaction: the agent's row is read again under the lock that
-        # agent_revoke takes, so a token being issued as the agent is revoked is either refused
-        # here or deleted there, never left behind.
+        # save_bearer_token's transaction, after its owner's lock (_person_id): the agent's row is
+        # read again under the lock that agent_revoke takes after that same person's lock, so a
+        # token being issued as the agent is revoked is either refused here or deleted there,
+        # never left behind.
         if request.grant_type == CLIENT_CREDENTIALS:
             agent = getattr(request, "headless_agent", None)
             live = agent is not None and (

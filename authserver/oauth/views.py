@@ -18,12 +18,14 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from oauth2_provider.cimd import is_cimd_client_id
 from oauth2_provider.exceptions import OAuthToolkitError
+from oauth2_provider.http import OAuth2ResponseRedirect
 from oauth2_provider.models import get_application_model
 from oauth2_provider.views import AuthorizationView, IntrospectTokenView, OAuthServerMetadataView
 from oauth2_provider.views.dynamic_client_registration import DynamicClientRegistrationView
 
 import codex_metrics
 from authserver.clients import assertions, cimd
+from authserver.clients.redirect_uris import destination, redirect_schemes
 from authserver.clients.registration import (
     NeverCachedMixin,
     expire_pending,
@@ -50,13 +52,14 @@ def _too_many(message: str, retry_after: int) -> JsonResponse:
 
 
 def _with_iss(url: str) -> str:
-    """RFC 9207: every authorization response names its issuer, errors included."""
+    """RFC 9207: every authorization response names its issuer, errors included, whatever the
+    redirect URI's scheme (an application's own, such as cursor:, too)."""
     parts = urlsplit(url)
     query = parse_qsl(parts.query, keep_blank_values=True)
-    if parts.scheme in {"http", "https", ""} and not any(key == "iss" for key, _ in query):
-        query.append(("iss", settings.CODEX_ISSUER_URL))
-        return urlunsplit(parts._replace(query=urlencode(query)))
-    return url
+    if any(key == "iss" for key, _ in query):
+        return url
+    query.append(("iss", settings.CODEX_ISSUER_URL))
+    return urlunsplit(parts._replace(query=urlencode(query)))
 
 
 def redirect_source(redirect_uri: str) -> str | None:
@@ -167,7 +170,14 @@ class CodexAuthorizationView(AuthorizationView):
         return render(self.request, self.template_name, {"error": error}, status=400)
 
     def redirect(self, redirect_to: str, application: Any) -> HttpResponse:
-        return super().redirect(_with_iss(redirect_to), application)
+        # The answer goes to a redirect URI oauthlib matched against the client's own (DOT hands an
+        # error found before it loaded the client with None: the request's client all the same),
+        # so it may use the scheme of any of the client's redirect URIs the rule accepts.
+        if application is None:
+            params = self.request.GET if self.request.method == "GET" else self.request.POST
+            application = cimd.known_application(params.get("client_id", ""))
+        schemes = redirect_schemes(application) if application is not None else []
+        return OAuth2ResponseRedirect(_with_iss(redirect_to), schemes)
 
     def error_response(self, error: Any, application: Any, **kwargs: Any) -> HttpResponse:
         response = super().error_response(error, application, **kwargs)
@@ -189,10 +199,9 @@ class CodexAuthorizationView(AuthorizationView):
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         context = super().get_context_data(**kwargs)
-        redirect_uri = context.get("redirect_uri") or ""
-        host = urlsplit(redirect_uri).hostname or redirect_uri
-        context["redirect_host"] = host
-        context["redirect_is_local"] = host in {"localhost", "127.0.0.1", "::1"}
+        # Where the answer goes, in words the person recognises: a web host, or an application on
+        # their computer (named when its scheme is a well-known one), never a bare URI.
+        context["destination"] = destination(context.get("redirect_uri") or "")
         application = context.get("application")
         client_id = getattr(application, "client_id", "")
         context["client_home"] = urlsplit(client_id).hostname if is_cimd_client_id(client_id) else None

@@ -4,7 +4,6 @@ headless agent (``authserver.clients.agents``)."""
 
 from collections import defaultdict
 from typing import Any
-from urllib.parse import urlsplit
 
 from allauth.account.decorators import reauthentication_required
 from django import forms
@@ -21,8 +20,10 @@ from oauth2_provider.models import get_access_token_model, get_application_model
 from oauth2_provider.settings import oauth2_settings
 
 from authserver.clients import agents
+from authserver.clients.redirect_uris import destination
+from authserver.core.revocation import access_revoke
 from authserver.core.scopes import ALL_SCOPES
-from authserver.core.tokens import OPERATOR_APPLICATION_NAME, revoke_tokens
+from authserver.core.tokens import OPERATOR_APPLICATION_NAME
 from authserver.models import ClientUse, HeadlessAgent, OrganizationGrant
 from authserver.people.account import sso_signed_in_again
 from common.inputs import ascii_int
@@ -129,7 +130,8 @@ def _tokens_issued(user: Any, application_ids: list[int]) -> dict[int, tuple[Any
 def _returns_to(application: Any) -> str:
     """Where approving this application sends the person back to (a minted token goes nowhere)."""
     if application.redirect_uris:
-        return urlsplit(application.redirect_uris.split()[0]).hostname or ""
+        # Its first redirect URI's web host, or the application on the person's computer it opens.
+        return destination(application.redirect_uris.split()[0]).label
     if (
         application.authorization_grant_type == application.GRANT_CLIENT_CREDENTIALS
         and application.name != OPERATOR_APPLICATION_NAME
@@ -187,7 +189,7 @@ def revoke_client(request: HttpRequest, application_id: int) -> HttpResponse:
     if agent is not None:
         agents.agent_revoke(agent=agent, by="person")
     else:
-        revoke_tokens(user=request.user, application=application, by="person")
+        access_revoke(user=request.user, application=application, by="person")
     # Its notes stay: the page offers to review what it wrote rather than deleting anything.
     return redirect(f"{reverse('authserver:clients')}?revoked={application.pk}")
 

@@ -4,9 +4,11 @@ account page's "Delete my account" and ``manage.py codex_deluser``).
 In three steps, each its own transaction, so that the person is out at once and a run that
 stops half-way can be run again (each step finds what the one before left):
 
-1. Shut out: the account is deactivated, and its tokens, grants and sessions are deleted.
+1. Shut out: the account is deactivated, its headless agents are revoked
+   (``authserver.clients.agents.agents_revoke``), and its access ends as every revocation ends
+   it (``authserver.core.revocation.access_revoke``): tokens, codes, grants and sessions.
    The next tool call with any of their tokens gets 401 (the check reads the database on
-   every call), and no browser stays signed in.
+   every call), no browser stays signed in, and no agent of theirs gets a token again.
 2. Their codex goes, with its entries, revisions, tag and agent rows and request keys
    (``notebook.services.codex_delete``).
 3. The rest: the OAuth applications that were registered only for them, their
@@ -29,7 +31,6 @@ from typing import Any
 from django.contrib.admin.models import LogEntry
 from django.contrib.auth import get_user_model
 from django.contrib.contenttypes.models import ContentType
-from django.contrib.sessions.models import Session
 from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
@@ -41,13 +42,13 @@ from oauth2_provider.models import (
     get_refresh_token_model,
 )
 
+from authserver.clients import agents
+from authserver.core.revocation import access_revoke
 from authserver.core.tokens import OPERATOR_APPLICATION_NAME
 from authserver.models import ClientKeys, ClientUse
 from common.audit import audit
 from notebook import services
 from notebook.models import Codex, EntryRevision
-
-SESSION_BATCH = 500
 
 
 @dataclass
@@ -137,43 +138,23 @@ def connected_count(*, user: Any) -> int:
     return len(ids)
 
 
-def _their_sessions(user: Any) -> list[str]:
-    """The keys of every session signed in as this person (sessions are stored encoded, so
-    each is read; in batches, so memory stays flat)."""
-    keys, last = [], ""
-    wanted = str(user.pk)
-    while True:
-        batch = list(Session.objects.filter(session_key__gt=last).order_by("session_key")[:SESSION_BATCH])
-        if not batch:
-            return keys
-        for session in batch:
-            try:
-                data = session.get_decoded()
-            except Exception:  # a session that cannot be read signs nobody in
-                continue
-            if str(data.get("_auth_user_id", "")) == wanted:
-                keys.append(session.session_key)
-        last = batch[-1].session_key
-
-
 @transaction.atomic
 def shut_out(*, user: Any, by: str) -> tuple[int, int]:
     """Step 1 of leaving, also SCIM's deprovisioning (``authserver.enterprise.scim``): deactivate the
-    account and delete its tokens, grants and sessions, in one transaction; the audit line
-    says ``by`` whom (``tokens.REVOKED_BY``). Returns (tokens and grants, sessions) deleted.
+    account, revoke its headless agents (``agents_revoke``) and end all of its access
+    (``access_revoke``: tokens, codes, grants and sessions), in one transaction; the audit lines
+    say ``by`` whom (``revocation.REVOKED_BY``). Returns (tokens, codes and grants, sessions)
+    deleted.
 
     The next tool call with any of their tokens gets 401: every request's token is checked
-    against the database, and no process keeps a check for another request."""
-    # A bulk update sends no signal (authserver.signals would revoke again); the tokens go below.
+    against the database, and no process keeps a check for another request. The update takes the
+    person's row lock first, as every issuance does (``tokens.person_hold``): a token being issued
+    for them either is revoked here or is refused there."""
+    # A bulk update sends no signal (authserver.signals would revoke a second time).
     get_user_model().objects.filter(pk=user.pk).update(is_active=False)
-    counts = {}
-    for model in _token_models():
-        counts[model], _ = model.objects.filter(user=user).delete()
-    keys = _their_sessions(user)
-    Session.objects.filter(session_key__in=keys).delete()
-    access, refresh = counts[get_access_token_model()], counts[get_refresh_token_model()]
-    audit("token.revoked", user_id=user.pk, client_id=None, by=by, refresh_tokens=refresh, access_tokens=access)
-    return sum(counts.values()), len(keys)
+    agent_rows = agents.agents_revoke(owner=user, by=by)
+    revoked = access_revoke(user=user, by=by)
+    return agent_rows + revoked.rows, revoked.sessions
 
 
 def _shut_out(user: Any, report: DeletionReport) -> None:

@@ -26,6 +26,7 @@ from typing import Any
 
 from allauth.account.adapter import DefaultAccountAdapter, get_adapter
 from allauth.account.forms import ChangePasswordForm
+from allauth.core import context
 from allauth.core.internal import ratelimit as allauth_ratelimit
 from django.core.cache import cache
 from django.core.exceptions import ValidationError
@@ -35,6 +36,7 @@ import codex_metrics
 from authserver.core import policy
 from authserver.people.devices import known_device
 from common.ratelimit import client_address, client_network
+from common.redirects import safe_next
 
 logger = logging.getLogger(__name__)
 
@@ -78,7 +80,8 @@ def login_failed_wait(request: HttpRequest, key: str) -> int:
 
 class CodexAccountAdapter(DefaultAccountAdapter):
     """allauth's account adapter with this server's rules: no sign-up with a password, the
-    client address as uvicorn reports it, and a throttle refusal that says how long."""
+    client address as uvicorn reports it, a throttle refusal that says how long, and a ``next``
+    followed only where the query's would be kept."""
 
     error_messages = {
         **DefaultAccountAdapter.error_messages,
@@ -95,6 +98,13 @@ class CodexAccountAdapter(DefaultAccountAdapter):
         if message_template == "account/messages/logged_out.txt":
             return
         super().add_message(request, level, message_template, *args, **kwargs)
+
+    def is_safe_url(self, url: str | None) -> bool:
+        # Every next allauth follows (get_next_redirect_url: a posted one, a query's) is judged
+        # as the query's is (codex_site.middleware): the request's own host only, never the other
+        # ALLOWED_HOSTS and CSRF_TRUSTED_ORIGINS that allauth's own rule allows.
+        request = context.request
+        return request is not None and safe_next(request, url)
 
     def get_client_ip(self, request: HttpRequest) -> str:
         # uvicorn applies X-Forwarded-For from trusted proxies only (CODEX_TRUSTED_PROXIES).

@@ -29,7 +29,8 @@ const jwk = { ...privateKey.export({ format: "jwk" }), kid: "acme-1", alg: "RS25
 const signingKey = createPrivateKey({ key: jwk, format: "jwk" });
 createPublicKey(signingKey); // fails early on a bad key
 
-const issuer = `https://127.0.0.1:${port}`;
+// The issuer as tests/oidc.py names it (it may end in "/", as Auth0's do).
+const issuer = process.env.ISSUER ?? `https://127.0.0.1:${port}`;
 const provider = new Provider(issuer, {
   clients: JSON.parse(readFileSync(clientsFile, "utf8")),
   jwks: { keys: [jwk] },

@@ -12,7 +12,8 @@ const [port, clientsFile, modules] = process.argv.slice(2);
 const require = createRequire(pathToFileURL(modules + "/"));
 const { default: Provider } = await import(pathToFileURL(require.resolve("oidc-provider")));
 
-const issuer = `http://127.0.0.1:${port}`;
+// The issuer as tests/oidc.py names it (it may end in "/", as Auth0's do).
+const issuer = process.env.ISSUER ?? `http://127.0.0.1:${port}`;
 const provider = new Provider(issuer, {
   clients: JSON.parse(readFileSync(clientsFile, "utf8")),
   claims: { openid: ["sub"], email: ["email", "email_verified"], profile: ["name", "preferred_username"] },

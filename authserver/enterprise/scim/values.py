@@ -6,6 +6,8 @@ from django.contrib.auth.validators import UnicodeUsernameValidator
 from django.core.exceptions import ValidationError
 from scim2_models import InvalidValueException
 
+from authserver.core.emails import domain_allowed, email_domain
+
 USERNAME_MAX = 150  # Django's User.username
 NAME_MAX = 150  # first_name, last_name
 EMAIL_MAX = 254
@@ -33,10 +35,9 @@ def checked_user_name(user_name: str) -> str:
 
 def checked_email(address: str, domains: list[str]) -> str:
     """An e-mail address of one of the organization's domains (``*``: any), or ``invalidValue``."""
-    local, at, domain = address.rpartition("@")
-    if not at or not local or not domain or len(address) > EMAIL_MAX:
+    if len(address) > EMAIL_MAX or email_domain(address) is None:
         raise InvalidValueException(detail="emails.value must be an e-mail address")
-    if "*" not in domains and domain.lower() not in domains:
+    if not domain_allowed(address, domains):
         shown = ", ".join(f"@{each}" for each in domains) or "no domain (the operator has listed none)"
         raise InvalidValueException(detail=f"This organization's people have addresses at {shown}")
     return address
