@@ -11,6 +11,8 @@
 #   make bench                    the MCP tools against a no-op SDK server, with wrk,
 #                                 on SQLite (figures only; BENCH_ARGS="--duration 5")
 #   make bench-pg                 ... on a throwaway PostgreSQL
+#   make profile-pg               where a get's and a search's CPU goes, by layer (py-spy, PostgreSQL;
+#                                 make profile: SQLite; BENCH_ARGS="--scenarios get --seconds 20")
 #   make bench-scale              search/save/update in a 1,000,000-entry codex (PostgreSQL)
 #   make bench-capacity           the capacity model's measured inputs, as one table (PostgreSQL;
 #                                 BENCH_ARGS="--entries 0": without the 1,000,000-entry fill)
@@ -37,7 +39,7 @@ FAST_PATH_OFF_TESTS := tests.test_services_save tests.test_services_update tests
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test bootstrap bootstrap-test lint bench bench-pg bench-scale bench-capacity
+.PHONY: run test bootstrap bootstrap-test lint bench bench-pg profile profile-pg bench-scale bench-capacity
 
 bootstrap:
 	@bash scripts/bootstrap.sh
@@ -86,6 +88,13 @@ bench: bootstrap
 
 bench-pg: bootstrap
 	bash scripts/with_postgres.sh $(PY) scripts/bench_mcp.py $(BENCH_ARGS)
+
+# py-spy is pinned in requirements-test.txt.
+profile: bootstrap-test
+	$(PY) scripts/profile_mcp.py $(BENCH_ARGS)
+
+profile-pg: bootstrap-test
+	bash scripts/with_postgres.sh $(PY) scripts/profile_mcp.py $(BENCH_ARGS)
 
 bench-scale: bootstrap
 	bash scripts/with_postgres.sh $(PY) scripts/bench_scale.py $(BENCH_ARGS)

@@ -336,10 +336,11 @@ REGISTER: tuple[Internal, ...] = (
     ),
     Internal(
         MCP,
-        "a tools/call handler returning the result's wire-form dict, not a CallToolResult",
-        ("mcp_endpoint/results.py",),
-        "_RESULT",
-        "the SDK validates the dict against the version's result schema, without dumping a model first",
+        "a tools/call handler returning the result's wire-form dict, not a CallToolResult: the members, their "
+        "order and resultType as mcp_types.methods.serialize_server_result gives them in each protocol version",
+        ("mcp_endpoint/results.py", "tests/test_mcp_results.py"),
+        "serialize_server_result",
+        "the result is served as built (ServedToolResults), the very dict the SDK's per-version validation gives",
     ),
     Internal(
         MCP,
@@ -362,18 +363,42 @@ REGISTER: tuple[Internal, ...] = (
         "StreamableHTTPSessionManager.handle_request called once per message of a JSON-RPC batch, each with "
         "the batch's scope and a body of its own, its answer captured from send",
         ("mcp_endpoint/batches.py",),
-        "_serve_one",
+        "through_the_transport",
         "a 2025-03-26 batch answered message by message by the SDK, which takes one message per POST",
     ),
     Internal(
         MCP,
-        "StreamableHTTPSessionManager(stateless=True, json_response=True) answers each request it is handed "
-        "with one http.response.start and its body and then returns (never a stream); "
-        "ServerRequestContext.request.scope is the ASGI scope the guard handed it",
+        "ServerRequestContext.request.scope is the ASGI scope the request came with, on the transport's path and "
+        "the kernel's (ServerMessageMetadata.request_context)",
         ("mcp_endpoint/http.py", "mcp_endpoint/server.py"),
         "TOKEN_SCOPE_KEY",
-        "the guard holds every answer until the request's token is checked (by a tool handler, which finds the "
-        "token in the scope, or by the guard), and answers a refused token with 401/403/503 instead",
+        "the guard hands the request's token down to the tool handlers in the scope",
+    ),
+    # --- MCP SDK: one message through its kernel (mcp_endpoint.exchange) --------------------------
+    Internal(
+        MCP,
+        "mcp.server.runner.serve_one and modern_error_data; mcp.server.connection.Connection.from_envelope; "
+        "a DispatchContext of our own (mcp.shared.dispatcher's protocol, NoBackChannelError); ServerMessageMetadata; "
+        "TransportContext; what handle_modern_request and the stateless StreamableHTTPServerTransport do before "
+        "and after the kernel (check_accept_headers, find_duplicated_routing_header, classify_inbound_request, "
+        "ERROR_CODE_HTTP_STATUS, handler_exception_to_error_data, progress_token_from_params, their writes: "
+        "json.dumps of the 2026-07-28 reply, model_dump_json(exclude_unset) of the handshake versions'); the "
+        "default lifespan's state ({}); a stateless connection born ready",
+        ("mcp_endpoint/exchange.py", "tests/test_mcp_exchange.py"),
+        "serve_one",
+        "the SDK's public transport takes a POST's bytes only: the message the guard parsed goes to the kernel "
+        "every transport ends in, and its answer is written once; byte-identical answers proven against the "
+        "transport in every version (tests/test_mcp_exchange.py)",
+    ),
+    Internal(
+        MCP,
+        "Server.middleware (provisional) holding a middleware that answers tools/call without call_next: "
+        "mcp_types.methods.validate_client_request and CallToolRequestParams.model_validate as the kernel runs "
+        "them, Server.server_info_stamp as _stamp_server_info adds it, Server.cache_hints empty for tools/call",
+        ("mcp_endpoint/exchange.py", "mcp_endpoint/server.py"),
+        "ServedToolResults",
+        "a tool result is served as the handler built it from the project's schemas, not validated and dumped "
+        "again per version (the same bytes: tests/test_mcp_exchange.py)",
     ),
     # --- Django: request connections closed when the request ends (codex_site.request_connections)
     Internal(

@@ -1,21 +1,21 @@
 """Bearer tokens at the MCP resource (contract 8): the endpoint's side of the check that
 ``authserver.core.token_check`` makes.
 
-Each request's token is a ``RequestToken`` that the HTTP guard puts in the ASGI scope
-(``TOKEN_SCOPE_KEY``). Its ``check`` is the one way to a grant: one query, made in a worker
-thread, the first outcome kept as the request's. A tool handler checks right before its
-service, in the service's own worker-thread hop; the guard (``mcp_endpoint.http``) lets no
-answer out until the request's token has been checked, checking it then if no handler did, and
-answers a refused first check with 401/403/503 instead of whatever was answered. A check that
-refuses after the first passed (a later call of a 2025-03-26 batch) is that call's notebook
-error (``unauthenticated``, ``permission_denied``, ``unavailable``). The database judges the
-token on every call, so revocation, expiry or a deactivated user take effect on the very next
-call.
+Each request's token is a ``RequestToken`` that the HTTP guard (``mcp_endpoint.http``) hands
+down in the ASGI scope (``TOKEN_SCOPE_KEY``). Its ``check`` is the one way to a grant: one
+query, made in a worker thread, which returns the grant or raises the refusal
+(``token_check.TokenRefused``: one class per refusal, with its HTTP status and its notebook
+error code). The guard checks every request's token before anything is answered; a tool call
+checks it again right before its service, in the service's own worker-thread hop. When the
+guard hands a request's one tool call down unchecked (``answers_request``: the call's check is
+the request's first), a refusal of that check reaches the guard as the request's 401/403/503;
+any other refusal is the call's notebook error (``unauthenticated``, ``permission_denied``,
+``unavailable``). The database judges the token on every call, so revocation, expiry or a
+deactivated user take effect on the very next call.
 """
 
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import DatabaseError
@@ -30,11 +30,13 @@ from authserver.core.scopes import WRITE as WRITE
 from authserver.core.token_check import ReadAhead as ReadAhead
 from authserver.core.token_check import ScopesMissing as ScopesMissing
 from authserver.core.token_check import TokenGrant as TokenGrant
+from authserver.core.token_check import TokenMissing as TokenMissing
+from authserver.core.token_check import TokenRefused as TokenRefused
 from authserver.core.token_check import TokenRejected as TokenRejected
+from authserver.core.token_check import TokensUnavailable as TokensUnavailable
 from authserver.core.token_check import token_checksum as token_checksum
 from common import ratelimit
 from common.outage import log_database_unavailable
-from notebook.exceptions import NotebookError, PermissionDenied, Unauthenticated, Unavailable
 from notebook.writers import UNKNOWN_WRITER, Writer
 
 logger = logging.getLogger(__name__)
@@ -43,83 +45,45 @@ logger = logging.getLogger(__name__)
 TOKEN_SCOPE_KEY = "codex.token"
 
 
-@dataclass(frozen=True)
-class Refusal:
-    """A check's refusal: the HTTP answer (401, 403 or 503) when it is the request's first
-    check, else the call's notebook error (``error``)."""
-
-    status: int
-    description: str
-    needed: tuple[str, ...] = ()  # the scopes the check asked for (403: the challenge names them)
-
-    def error(self) -> NotebookError:
-        return _REFUSED_AS[self.status](self.description)
-
-
-_REFUSED_AS: dict[int, type[NotebookError]] = {401: Unauthenticated, 403: PermissionDenied, 503: Unavailable}
-
-
 def in_order(scopes: Iterable[str]) -> list[str]:
     """``scopes`` as the metadata lists them (notes:read before notes:write), each once."""
     wanted = set(scopes)
     return [scope for scope in ALL_SCOPES if scope in wanted]
 
 
-def check(checksum: str, scopes: Iterable[str] = (), ahead: ReadAhead | None = None) -> TokenGrant | Refusal:
-    """The token check (one query; in a worker thread): the grant, or the refusal.
+def check(checksum: str, scopes: Iterable[str] = (), ahead: ReadAhead | None = None) -> TokenGrant:
+    """The token check (one query; in a worker thread): the grant, or a ``TokenRefused`` raised
+    (a database that cannot answer is ``TokensUnavailable``, logged as the outage it is).
     ``ahead``: the tool's read, made in the same statement (``authserver.core.token_check``)."""
-    needed = in_order(scopes)
     try:
-        return check_token_checksum(checksum, needed, ahead)
-    except TokenRejected as rejected:
-        return Refusal(401, rejected.description)
-    except ScopesMissing as lacking:
-        return Refusal(403, f"This call needs the scope {' '.join(lacking.missing)}", tuple(needed))
+        return check_token_checksum(checksum, in_order(scopes), ahead)
     except DatabaseError as error:
         log_database_unavailable(logger, "token check", error)
-        return Refusal(503, "The server cannot check tokens right now; retry shortly")
+        raise TokensUnavailable() from None
 
 
 class RequestToken:
-    """One request's bearer token, and the outcome of its first check, which is the request's
-    answer to whether the token is good (the module's docstring). ``scopes``: what every call
-    the request's body makes needs; each check asks for them, and for its own tool's."""
+    """One request's bearer token as the guard hands it down: its checksum, the scopes every
+    call the request's body makes needs (each check asks for them, and for its own tool's), and
+    whether a refusal of a call's check answers the request (``answers_request``: the guard
+    left the check to the request's one tool call, the module's docstring). Nothing below
+    writes into it."""
 
-    __slots__ = ("checksum", "first", "scopes")
+    __slots__ = ("answers_request", "checksum", "scopes")
 
-    def __init__(self, checksum: str, scopes: Iterable[str] = ()) -> None:
+    def __init__(self, checksum: str, scopes: Iterable[str] = (), *, answers_request: bool = False) -> None:
         self.checksum = checksum
         self.scopes = frozenset(scopes)
-        self.first: TokenGrant | Refusal | None = None
+        self.answers_request = answers_request
 
-    @classmethod
-    def checked(cls, grant: TokenGrant) -> "RequestToken":
-        """A request whose first check gave ``grant`` (for callers of a handler outside HTTP)."""
-        token = cls(grant.token_checksum)
-        token.first = grant
-        return token
-
-    def check(self, scopes: Iterable[str] = (), ahead: ReadAhead | None = None) -> TokenGrant | Refusal:
-        """Check the token afresh (one query), for ``scopes`` and the request's own. Once the
-        request's first check has refused, so does every later one, without a query."""
-        if isinstance(self.first, Refusal):
-            return self.first
-        outcome = check(self.checksum, self.scopes.union(scopes), ahead)
-        if self.first is None:
-            self.first = outcome
-        return outcome
-
-    def grant(self, scopes: Iterable[str] = (), ahead: ReadAhead | None = None) -> TokenGrant:
-        """``check``'s grant; a refusal raised as its notebook error."""
-        outcome = self.check(scopes, ahead)
-        if isinstance(outcome, Refusal):
-            raise outcome.error()
-        return outcome
+    def check(self, scopes: Iterable[str] = (), ahead: ReadAhead | None = None) -> TokenGrant:
+        """Check the token afresh (one query), for ``scopes`` and the request's own."""
+        return check(self.checksum, self.scopes.union(scopes) if scopes else self.scopes, ahead)
 
 
 def check_token_checksum(checksum: str, scopes: Iterable[str] = (), ahead: ReadAhead | None = None) -> TokenGrant:
     """The token check (one query), by the token's checksum: raises ``TokenRejected`` (401),
-    ``ScopesMissing`` (403) or a ``DatabaseError`` (503), or returns the grant."""
+    ``ScopesMissing`` (403) or a ``DatabaseError``, or returns the grant."""
     return token_check.check_access_token(checksum, scopes, ahead)
 
 

@@ -6,12 +6,13 @@ message per POST, and answered a batch with pydantic's validation report. Here:
 - ``batch_refusal`` answers a batch the request's version does not take (every version but
   2025-03-26: send each message in its own POST), an empty one and one past
   ``MAX_BATCH_MESSAGES``;
-- ``batch_answer`` answers a 2025-03-26 batch as that version's Streamable HTTP transport
-  asks: each message goes through the SDK on its own (so each tool call is checked and run
-  exactly as a single one is), the answers to its requests come back in one JSON array, and a
-  batch of notifications and responses alone gets 202 with no body. ``initialize`` must come
-  on its own (2025-03-26's lifecycle), and a message that is not JSON-RPC gets its own error
-  in the array, as JSON-RPC 2.0 answers a batch.
+- ``batch_answer`` answers a 2025-03-26 batch, whose token the guard has checked, as that
+  version's Streamable HTTP transport asks: each message is answered as if posted alone (by
+  the SDK's kernel or its transport: the guard says which, ``ServeAlone``), so each tool call
+  checks its token afresh and runs exactly as a single one does; the answers to its requests
+  come back in one JSON array, and a batch of notifications and responses alone gets 202 with
+  no body. ``initialize`` must come on its own (2025-03-26's lifecycle), and a message that is
+  not JSON-RPC gets its own error in the array, as JSON-RPC 2.0 answers a batch.
 """
 
 import json
@@ -29,6 +30,8 @@ from mcp_endpoint.envelopes import envelope_problem, error_body, error_response,
 MAX_BATCH_MESSAGES = 64
 
 ASGIHandler = Callable[[Scope, Receive, Send], Awaitable[None]]
+# (the batch's scope, its receive, one message) -> the status and body of that message's answer.
+ServeAlone = Callable[[Scope, Receive, Any], Awaitable[tuple[int, bytes]]]
 
 
 def batch_refusal(headers: Mapping[str, str], messages: list[Any]) -> Response | None:
@@ -49,8 +52,8 @@ def batch_refusal(headers: Mapping[str, str], messages: list[Any]) -> Response |
     return None
 
 
-async def _serve_one(handle: ASGIHandler, scope: Scope, receive: Receive, message: Any) -> tuple[int, bytes]:
-    """The SDK's answer to ``message`` posted on its own: the status and the body."""
+async def through_the_transport(handle: ASGIHandler, scope: Scope, receive: Receive, message: Any) -> tuple[int, bytes]:
+    """The SDK transport's answer to ``message`` posted on its own: the status and the body."""
     body = json.dumps(message).encode()
     replayed = False
 
@@ -75,17 +78,17 @@ async def _serve_one(handle: ASGIHandler, scope: Scope, receive: Receive, messag
     return status, b"".join(chunks)
 
 
-def batch_answer(handle: ASGIHandler, messages: list[Any]) -> ASGIHandler:
+def batch_answer(alone: ServeAlone, messages: list[Any]) -> ASGIHandler:
     """The answer to a batch that ``batch_refusal`` let through, as an ASGI app: each message
-    is served by ``handle`` (the SDK's) as if it were posted alone."""
+    is served by ``alone`` as if it were posted alone."""
 
     async def answer(scope: Scope, receive: Receive, send: Send) -> None:
-        await serve_batch(handle, scope, receive, send, messages)
+        await serve_batch(alone, scope, receive, send, messages)
 
     return answer
 
 
-async def serve_batch(handle: ASGIHandler, scope: Scope, receive: Receive, send: Send, messages: list[Any]) -> None:
+async def serve_batch(alone: ServeAlone, scope: Scope, receive: Receive, send: Send, messages: list[Any]) -> None:
     """Answer a batch, one message at a time."""
     answers: list[bytes] = []
     for message in messages:
@@ -95,7 +98,7 @@ async def serve_batch(handle: ASGIHandler, scope: Scope, receive: Receive, send:
         if message.get("method") == "initialize":
             answers.append(error_body(request_id(message), "initialize must be sent on its own, not in a batch"))
             continue
-        status, body = await _serve_one(handle, scope, receive, message)
+        status, body = await alone(scope, receive, message)
         if status not in (200, 202):
             # Not about this message but about the POST (its headers): the whole batch's answer.
             await Response(body, status_code=status, media_type="application/json")(scope, receive, send)

@@ -44,8 +44,24 @@ def _why(message: Any) -> str:
     return 'A JSON-RPC message needs a "method" (a request or notification), or a "result" or "error" (a response)'
 
 
+def _plainly_a_request(message: Any) -> bool:
+    """A request the SDK's adapter takes, told by its members' types alone: every message this
+    says yes to validates as the adapter's ``JSONRPCRequest`` (which ignores other members), so
+    the common case skips pydantic; anything else is for the adapter to judge."""
+    if type(message) is not dict or message.get("jsonrpc") != "2.0":
+        return False
+    params = message.get("params")
+    return (
+        type(message.get("id")) in (int, str)
+        and type(message.get("method")) is str
+        and (params is None or type(params) is dict)
+    )
+
+
 def envelope_problem(message: Any) -> str | None:
     """Why ``message`` is not a JSON-RPC 2.0 message the SDK takes, or None if it is one."""
+    if _plainly_a_request(message):
+        return None
     try:
         jsonrpc_message_adapter.validate_python(message, by_name=False)
     except ValidationError:

@@ -2,16 +2,15 @@
 RFC 9728 protected-resource metadata. ``codex_site.asgi`` routes to ``mcp_http_app``.
 
 Before any token: CORS preflight (``mcp_endpoint.cors``: answered for allowed origins, 403
-for others), Host (421), Origin (403), body size (413, before any parsing) and a missing
-bearer token (401 with the challenge). Everything else is answered only once the request's
-token has been checked (contract 8): the guard puts the token in the ASGI scope
-(``auth.RequestToken``), answers the request into a held answer (405 to any method but POST,
-a protocol version's 400, a batch, or the SDK's stateless Streamable HTTP transport, whose
-tool handlers check the token right before their services), then takes the first check's
-outcome, checking the token itself if nothing did. A refused token is answered 401/403/503
-with the challenge, in place of whatever the held answer said; otherwise the held answer goes
-out. Which route a request takes depends on what it sent; whether its token is checked never
-does.
+for others), Host (421), Origin (403) and body size (413, before any parsing). Then the token,
+first, whatever the method, headers or body (contract 8): a request without one gets the 401
+challenge; every other request's token is checked before anything is answered, by the guard
+(``_checked``: one query in a worker thread) or, for a request that is one tool call, by that
+call's first step (the call's check and the request's are then one query, in the hop that runs
+the service: ``auth.RequestToken.answers_request``). A refusal is one class from the check to
+the answer (``auth.TokenRefused``: 401, 403 or 503 with the challenge). Past the check the
+request takes its route: 405 for any method but POST, a protocol version's 400, a batch, or the
+message, parsed once, through the SDK's kernel (``mcp_endpoint.exchange``) or its transport.
 """
 
 import contextlib
@@ -30,15 +29,15 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-import codex_metrics
 from common import tracing
 from common.origins import origin_allowed
 from mcp_endpoint import auth, discovery, versions
-from mcp_endpoint.auth import ALL_SCOPES
-from mcp_endpoint.batches import batch_answer, batch_refusal
+from mcp_endpoint.auth import ALL_SCOPES, TokenMissing, TokenRefused
+from mcp_endpoint.batches import ServeAlone, batch_answer, batch_refusal, through_the_transport
 from mcp_endpoint.boundary import run_sync
 from mcp_endpoint.cors import OriginGuardingCORSMiddleware
 from mcp_endpoint.envelopes import envelope_problem, error_response, request_id
+from mcp_endpoint.exchange import Answer, Exchange
 from mcp_endpoint.server import create_server
 from mcp_endpoint.tools import scopes_for
 from notebook.limits import MAX_BODY_BYTES
@@ -139,45 +138,27 @@ def _scopes_needed(message: Any) -> frozenset[str]:
     return frozenset(needed)
 
 
-def _tokens_unavailable() -> Response:
-    response = _plain_error(503, "The server cannot check tokens right now; retry shortly")
-    response.headers["Retry-After"] = "5"
-    return response
+def refusal_response(refused: TokenRefused) -> Response:
+    """The HTTP answer to a request whose token was refused: 401 or 403 with the challenge
+    (a 403's names the scopes its check asked for), or 503 with ``Retry-After`` (the check
+    logged the outage)."""
+    if refused.status == 503:
+        response = _plain_error(503, refused.description)
+        response.headers["Retry-After"] = "5"
+        return response
+    scopes = refused.needed if refused.status == 403 else ALL_SCOPES
+    return _auth_error(refused.status, error=refused.error, description=refused.description, scopes=scopes)
 
 
-def _refusal_response(refusal: auth.Refusal) -> Response:
-    """The HTTP answer to a request whose first token check refused."""
-    if refusal.status == 401:
-        return _auth_error(401, error="invalid_token", description=refusal.description, scopes=ALL_SCOPES)
-    if refusal.status == 403:
-        return _auth_error(403, error="insufficient_scope", description=refusal.description, scopes=refusal.needed)
-    return _tokens_unavailable()  # the check logged the outage
+async def _checked(token: auth.RequestToken) -> None:
+    """Check the request's token (one query, in a worker thread); a refusal is raised."""
+    with tracing.span("codex.token_check"):
+        await run_sync(token.check)
 
 
-async def _refusal_of(token: auth.RequestToken) -> Response | None:
-    """The refusal to answer in place of the request's held answer, or None: the request's
-    first check, made here if nothing made it while answering."""
-    outcome = token.first
-    if outcome is None:
-        with tracing.span("codex.token_check"):
-            outcome = await run_sync(token.check)
-    return _refusal_response(outcome) if isinstance(outcome, auth.Refusal) else None
-
-
-class _HeldAnswer:
-    """What an answer sends, kept until the request's token has been checked. Every answer
-    here is finite: the SDK answers each POST with one JSON response (stateless, JSON
-    responses), and no stream is offered."""
-
-    def __init__(self) -> None:
-        self.messages: list[Message] = []
-
-    async def send(self, message: Message) -> None:
-        self.messages.append(message)
-
-    async def release(self, send: Send) -> None:
-        for message in self.messages:
-            await send(message)
+def _one_tool_call(scope: Scope, message: Any) -> bool:
+    """Whether the request is one tools/call request (not a batch, not a notification)."""
+    return scope["method"] == "POST" and isinstance(message, dict) and message.get("method") == "tools/call"
 
 
 def _origin_allowed(origin: str) -> bool:
@@ -211,10 +192,11 @@ async def _read_body(receive: Receive, declared: str | None) -> bytes | None:
 
 
 class GuardedMCPApp:
-    """ASGI app for /mcp: the guards, then the SDK's session manager."""
+    """ASGI app for /mcp: the guards, then the SDK (its kernel through ``exchange``, or its transport)."""
 
-    def __init__(self, session_manager: StreamableHTTPSessionManager) -> None:
+    def __init__(self, session_manager: StreamableHTTPSessionManager, exchange: Exchange) -> None:
         self.session_manager = session_manager
+        self.exchange = exchange
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not tracing.enabled:
@@ -230,19 +212,32 @@ class GuardedMCPApp:
             await refusal(scope, receive, send)
             return
         message = _parse(body)
-        token = auth.RequestToken(auth.token_checksum(raw_token), _scopes_needed(message))
+        # One tool call that the kernel takes checks the token as its first step, in the hop that
+        # runs its service, and raises a refusal for this guard: the request's check and the
+        # call's are one query. Any other request's token is checked here, before anything else.
+        one_call = _one_tool_call(scope, message) and envelope_problem(message) is None
+        route = self.exchange.route(scope, headers, message) if one_call else None
+        token = auth.RequestToken(
+            auth.token_checksum(raw_token), _scopes_needed(message), answers_request=route is not None
+        )
         scope[auth.TOKEN_SCOPE_KEY] = token
-        held = _HeldAnswer()
-        await self._answer(scope, receive, held.send, headers, body, message)
-        if refusal := await _refusal_of(token):
-            await refusal(scope, receive, send)
+        try:
+            if route is not None:
+                answer = await self.exchange.answer(scope, receive, route, message)
+                if answer.error:
+                    await _checked(token)  # answered before the call's check was reached
+                await _send(answer, scope, receive, send)
+                return
+            await _checked(token)
+        except TokenRefused as refused:
+            await refusal_response(refused)(scope, receive, send)
             return
-        await held.release(send)
+        await self._answer(scope, receive, send, headers, body, message)
 
     async def _answer(
         self, scope: Scope, receive: Receive, send: Send, headers: Mapping[str, str], body: bytes, message: Any
     ) -> None:
-        """The answer to a request whose token the guard holds: ours, or the SDK's."""
+        """The answer to a request whose token has been checked: ours, or the SDK's."""
         if scope["method"] != "POST":
             # Messages come as POSTs, and no stream is ever offered (contract 7): the server
             # is stateless and answers every POST with one JSON response, so an open SSE
@@ -255,12 +250,15 @@ class GuardedMCPApp:
             return
         ours: ASGIApp | None = versions.unsupported_version_response(headers, message)
         if ours is None and isinstance(message, list):
-            # Answered message by message, each through the SDK as if posted alone.
-            ours = batch_refusal(headers, message) or batch_answer(self.session_manager.handle_request, message)
+            # Answered message by message, each as if posted alone.
+            ours = batch_refusal(headers, message) or batch_answer(self._alone(headers), message)
         if ours is None and message is not None and (problem := envelope_problem(message)):
             ours = error_response(request_id(message), problem)
         if ours is not None:
             await ours(scope, receive, send)
+            return
+        if route := self.exchange.route(scope, headers, message):
+            await _send(await self.exchange.answer(scope, receive, route, message), scope, receive, send)
             return
         body = versions.counter_offer(body, message)
         replayed = False
@@ -273,6 +271,23 @@ class GuardedMCPApp:
             return await receive()
 
         await self.session_manager.handle_request(scope, replay, send)
+
+    def _alone(self, headers: Mapping[str, str]) -> ServeAlone:
+        """How a batch's message is answered as if posted alone: through the kernel when it takes
+        the message, else through the SDK's transport."""
+
+        async def serve(scope: Scope, receive: Receive, message: Any) -> tuple[int, bytes]:
+            if route := self.exchange.route(scope, headers, message):
+                answer = await self.exchange.answer(scope, receive, route, message)
+                return answer.status, answer.body
+            return await through_the_transport(self.session_manager.handle_request, scope, receive, message)
+
+        return serve
+
+
+async def _send(answer: Answer, scope: Scope, receive: Receive, send: Send) -> None:
+    response = Response(answer.body, answer.status, headers=answer.response_headers(), media_type=answer.media_type)
+    await response(scope, receive, send)
 
 
 async def _before_the_token(
@@ -290,11 +305,10 @@ async def _before_the_token(
         return _plain_error(413, f"Request body exceeds {MAX_BODY_BYTES} bytes"), "", b""
     raw_token = _bearer_token(headers)
     if raw_token is None:
-        codex_metrics.token_refused("missing")
         hint = "Send the access token in the Authorization header"
         if b"access_token=" in scope.get("query_string", b""):
             hint += "; tokens in the query string are not accepted"
-        return _auth_error(401, error=None, description=hint, scopes=ALL_SCOPES), "", b""
+        return refusal_response(TokenMissing(hint)), "", b""
     return None, raw_token, body
 
 
@@ -325,7 +339,7 @@ def build_mcp_http_app() -> Starlette:
         security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
         max_request_body_size=MAX_BODY_BYTES,
     )
-    guarded = GuardedMCPApp(session_manager)
+    guarded = GuardedMCPApp(session_manager, Exchange(server))
     return Starlette(
         routes=[
             # Every method reaches the guard: none is answered before its token is checked.

@@ -7,31 +7,18 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-import mcp_types as types
 import orjson
 from django.db import InterfaceError, OperationalError
-from pydantic import BaseModel
 
 import codex_metrics
 from common.outage import log_database_unavailable
+from mcp_endpoint import versions
+from mcp_endpoint.auth import TokenRefused
 from mcp_endpoint.boundary import run_sync
 from mcp_endpoint.calls import ToolCall
 from notebook.exceptions import Internal, NotebookError, Unavailable
 
 logger = logging.getLogger(__name__)
-
-
-def _dumped(model: BaseModel) -> dict[str, Any]:
-    return model.model_dump(by_alias=True, mode="json", exclude_none=True)
-
-
-# A tool result in the wire form the SDK's own models dump to (member names, resultType):
-# the handler returns the dict, which the SDK validates against the protocol version's
-# result schema as it does a model, but without first dumping a model (one walk over the
-# payload fewer per call; a search page's payload is twenty summaries).
-_RESULT = _dumped(types.CallToolResult(content=[], is_error=False))
-_TEXT = _dumped(types.TextContent(type="text", text=""))
-_STRUCTURED = types.CallToolResult.model_fields["structured_content"].alias
 
 
 def json_text(payload: dict[str, Any]) -> str:
@@ -44,13 +31,17 @@ def json_text(payload: dict[str, Any]) -> str:
         return json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
 
 
-def text_result(payload: dict[str, Any], *, is_error: bool, structured: bool = True) -> dict[str, Any]:
-    """The result: ``payload`` as JSON text, and, unless an error or for a protocol version
-    without structured results (``structured`` false: 2025-03-26), as structured content."""
-    text = json_text(payload)
-    result = {**_RESULT, "content": [{**_TEXT, "text": text}], "isError": is_error}
-    if structured and not is_error:
-        result[_STRUCTURED] = payload
+def text_result(payload: dict[str, Any], *, is_error: bool, version: str = versions.LATEST) -> dict[str, Any]:
+    """The result in ``version``: ``payload`` as JSON text and, unless an error or in a version
+    without structured results (2025-03-26), as structured content. It is the wire form the
+    SDK serves: its members named and ordered as the version's result schema has them, with
+    ``resultType`` where the version has one (``mcp_types.methods.serialize_server_result``
+    gives this very dict back; ``tests/test_mcp_results.py``)."""
+    result: dict[str, Any] = {"content": [{"text": json_text(payload), "type": "text"}], "isError": is_error}
+    if versions.modern(version):
+        result["resultType"] = "complete"
+    if not is_error and versions.structured(version):
+        result["structuredContent"] = payload
     return result
 
 
@@ -58,9 +49,9 @@ def text_result(payload: dict[str, Any], *, is_error: bool, structured: bool = T
 OUTCOMES = ("ok", *dict.fromkeys(kind.code for kind in (NotebookError, *NotebookError.__subclasses__())))
 
 
-def error_result(error: NotebookError) -> dict[str, Any]:
+def error_result(error: NotebookError, version: str = versions.LATEST) -> dict[str, Any]:
     """The only place notebook failures are formatted (contract 6)."""
-    return text_result({"error": {"code": error.code, "message": error.message}}, is_error=True)
+    return text_result({"error": {"code": error.code, "message": error.message}}, is_error=True, version=version)
 
 
 async def run_tool(
@@ -68,28 +59,40 @@ async def run_tool(
     work: Callable[[], dict[str, Any]],
     call: ToolCall | None = None,
     *,
-    structured: bool = True,
+    version: str = versions.LATEST,
+    refusal_answers_request: bool = False,
 ) -> dict[str, Any]:
-    """Run a tool's sync work through the boundary; every failure becomes a tool result.
-    ``call``, when given, logs the call's line with its outcome and duration; ``structured``
-    false leaves out the structured content (a protocol version without it)."""
+    """Run a tool's sync work through the boundary; every failure becomes a tool result in
+    ``version``, but for a refused token whose refusal answers the request
+    (``refusal_answers_request``: the guard left the request's check to this call), which is
+    counted and logged as the call's outcome and then raised for the guard to answer with
+    401, 403 or 503. ``call``, when given, logs the call's line with its outcome and duration."""
     started = time.perf_counter()
     try:
         done = await run_sync(work)
+    except TokenRefused as refused:
+        if refusal_answers_request:
+            _record(name, refused.code, started, call)
+            raise
+        outcome, result = refused.code, error_result(refused, version)
     except NotebookError as error:
-        outcome, result = error.code, error_result(error)
+        outcome, result = error.code, error_result(error, version)
     except (OperationalError, InterfaceError) as error:
         log_database_unavailable(logger, name, error)
         outcome = Unavailable.code
-        result = error_result(Unavailable("The notebook is temporarily unavailable; retry shortly"))
+        result = error_result(Unavailable("The notebook is temporarily unavailable; retry shortly"), version)
     except Exception:  # the tool boundary: nothing escapes to the client
         reference = uuid.uuid4().hex[:12]
         logger.error("tool %s failed (reference %s)", name, reference, exc_info=True)
         outcome = Internal.code
-        result = error_result(Internal(f"Something went wrong on the server (reference {reference})"))
+        result = error_result(Internal(f"Something went wrong on the server (reference {reference})"), version)
     else:
-        outcome, result = "ok", text_result(done, is_error=False, structured=structured)
+        outcome, result = "ok", text_result(done, is_error=False, version=version)
+    _record(name, outcome, started, call)
+    return result
+
+
+def _record(name: str, outcome: str, started: float, call: ToolCall | None) -> None:
     codex_metrics.tool_call(name, outcome, started)
     if call is not None:
         call.log(outcome, time.perf_counter() - started)
-    return result

@@ -1,11 +1,12 @@
 """The MCP server object: its identity and the handlers over the low-level SDK ``Server``.
 
 ``tools/call`` runs: tool lookup and argument-tree size (protocol errors), then one trip
-through the sync boundary where the request's token is checked afresh (one query,
-``auth.RequestToken``: the HTTP guard answers the request's first check, if it refuses, with
-401/403/503), the arguments are validated against the very schema ``tools/list`` serves (a
-violation is an ``invalid_argument`` result), and the notebook service runs in its
-transaction. Every failure after the protocol checks becomes a notebook error result.
+through the sync boundary where the request's token is checked afresh first (one query,
+``auth.RequestToken``), the arguments are validated against the very schema ``tools/list``
+serves (a violation is an ``invalid_argument`` result), and the notebook service runs in its
+transaction. Every failure after the protocol checks becomes a notebook error result, but for
+a refused token when the guard left the request's check to this call (``answers_request``):
+that refusal is the request's answer, raised for the guard.
 
 The jobs live beside it: ``arguments`` (protocol checks), ``boundary`` (the one
 sync/async boundary), ``results`` (error mapping and result formatting).
@@ -27,6 +28,7 @@ from common import access_log, tracing
 from mcp_endpoint import auth, identity, versions
 from mcp_endpoint.arguments import check_call, schema_violation
 from mcp_endpoint.calls import ToolCall
+from mcp_endpoint.exchange import ServedToolResults
 from mcp_endpoint.results import OUTCOMES, run_tool
 from mcp_endpoint.tools import TOOLS, TOOLS_BY_NAME, Tool
 from notebook import services
@@ -69,7 +71,7 @@ def _execute(
     ahead = tool.read_ahead(arguments) if tool.read_ahead is not None else None
     # The token first: arguments are judged only for a caller allowed to call the tool.
     with tracing.span("codex.token_check"):
-        grant = token.grant(tool.scopes, ahead)
+        grant = token.check(tool.scopes, ahead)
     if retry_after := auth.tool_call_retry_after(grant.token_checksum):
         codex_metrics.limit_refused("tool_calls_per_minute")
         raise ResourceExhausted(
@@ -107,8 +109,13 @@ async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolR
     scope = request.scope if request is not None else {}
     token = scope.get(auth.TOKEN_SCOPE_KEY)  # the request's token, which the HTTP guard left
     record = ToolCall(name, ctx.request_id, line=access_log.line_of(scope))
-    structured = versions.structured(ctx.protocol_version)
-    return await run_tool(name, lambda: _execute(name, arguments, token, record), record, structured=structured)
+    return await run_tool(
+        name,
+        lambda: _execute(name, arguments, token, record),
+        record,
+        version=ctx.protocol_version,
+        refusal_answers_request=token is not None and token.answers_request,
+    )
 
 
 async def list_tools(
@@ -173,4 +180,7 @@ def create_server(instance: identity.Instance | None = None) -> Server[Any]:
         )
 
     server.add_request_handler("server/discover", types.RequestParams, discover)
+    # Inside the SDK's own (OpenTelemetry's span stays the outermost): a tools/call result goes
+    # out as the handler built it, in its version's wire form, without a second validation.
+    server.middleware.append(ServedToolResults(server, call_tool))
     return server

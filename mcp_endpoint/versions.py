@@ -40,6 +40,7 @@ from mcp_endpoint.envelopes import request_id
 MODERN_VERSIONS = ("2026-07-28",)
 HANDSHAKE_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26")
 SUPPORTED_VERSIONS = MODERN_VERSIONS + HANDSHAKE_VERSIONS
+LATEST = MODERN_VERSIONS[0]
 LATEST_HANDSHAKE_VERSION = HANDSHAKE_VERSIONS[0]
 # The first version with structured tool results (structuredContent, outputSchema) and tool titles.
 STRUCTURED_SINCE = "2025-06-18"
@@ -60,6 +61,11 @@ def requested_version(headers: Mapping[str, str]) -> str:
 def structured(protocol_version: str) -> bool:
     """Whether results and listings in ``protocol_version`` carry structured content and output schemas."""
     return is_version_at_least(protocol_version, STRUCTURED_SINCE)
+
+
+def modern(protocol_version: str) -> bool:
+    """Whether ``protocol_version`` is of the stateless era (no handshake; ``resultType`` on results)."""
+    return protocol_version in MODERN_PROTOCOL_VERSIONS
 
 
 def batches_allowed(headers: Mapping[str, str]) -> bool:

@@ -39,7 +39,7 @@ def call_tool_directly(grant: Any, name: str, arguments: dict[str, Any]) -> type
     """Run the server's tools/call handler as if the HTTP check had passed with ``grant``;
     its result (a wire-form dict) read as the SDK client reads it."""
     context = SimpleNamespace(
-        request=SimpleNamespace(scope={TOKEN_SCOPE_KEY: RequestToken.checked(grant)}),
+        request=SimpleNamespace(scope={TOKEN_SCOPE_KEY: RequestToken(grant.token_checksum)}),
         request_id=None,
         protocol_version=LATEST_HANDSHAKE_VERSION,
     )

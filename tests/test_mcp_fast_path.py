@@ -163,9 +163,9 @@ class TokenChangedBetweenCallsTest(LiveServerTestCase):
         self.assertEqual(response.headers["retry-after"], "5")
 
 
-def call_unchecked(raw_token: str, name: str, arguments: dict[str, Any]) -> tuple[Any, auth.RequestToken]:
-    """Run the tools/call handler as the guard leaves a call: token not yet checked. The
-    result, and the request's token (its first check's outcome)."""
+def call_unchecked(raw_token: str, name: str, arguments: dict[str, Any]) -> Any:
+    """Run the tools/call handler on a request's token, as the guard hands it down after its own
+    check (a refusal of the call's check is the call's notebook error): the result."""
     token = auth.RequestToken(token_checksum(raw_token))
     context = SimpleNamespace(
         request=SimpleNamespace(scope={auth.TOKEN_SCOPE_KEY: token}),
@@ -173,7 +173,7 @@ def call_unchecked(raw_token: str, name: str, arguments: dict[str, Any]) -> tupl
         protocol_version=LATEST_HANDSHAKE_VERSION,
     )
     params = types.CallToolRequestParams(name=name, arguments=arguments)
-    return types.CallToolResult.model_validate(asyncio.run(mcp_server.call_tool(context, params))), token
+    return types.CallToolResult.model_validate(asyncio.run(mcp_server.call_tool(context, params)))
 
 
 @override_settings(CODEX_TOOL_CALLS_PER_MINUTE=1_000_000)
@@ -252,7 +252,7 @@ class StatementsPerToolTest(TransactionTestCase):
     def test_a_replayed_save_returns_the_entry(self) -> None:
         arguments = {"requestId": "seed", "entry": {"content": "seed", "tags": ["a"]}}
         with CaptureQueriesContext(connection):
-            result, _token = call_unchecked(self.token, "field_notes_save", arguments)
+            result = call_unchecked(self.token, "field_notes_save", arguments)
         self.assertEqual(success_of(result)["entry"]["id"], str(self.entry.id))
         self.assertEqual(Entry.objects.count(), 1)
 
@@ -277,7 +277,7 @@ class ReadAheadTest(TransactionTestCase):
         )
 
     def get(self, token: str, entry_id: str) -> Any:
-        return call_unchecked(token, "field_notes_get", {"id": entry_id})[0]
+        return call_unchecked(token, "field_notes_get", {"id": entry_id})
 
     def test_the_tokens_own_entry_is_read(self) -> None:
         token = mint_access_token(user=self.alice, scopes=["notes:read"], lifetime=dt.timedelta(hours=1))
@@ -298,12 +298,13 @@ class ReadAheadTest(TransactionTestCase):
         def deactivate_bob() -> None:
             get_user_model().objects.filter(pk=self.bob.pk).update(is_active=False)
 
-        for token, status, before in [(expired, 401, None), (write_only, 403, None), (valid, 401, deactivate_bob)]:
-            with self.subTest(status=status, deactivated=before is not None):
+        refusals = [(expired, "unauthenticated", None), (write_only, "permission_denied", None)]
+        for token, code, before in [*refusals, (valid, "unauthenticated", deactivate_bob)]:
+            with self.subTest(code=code, deactivated=before is not None):
                 if before is not None:
                     before()
-                result, checked = call_unchecked(token, "field_notes_get", {"id": str(self.bobs.id)})
-                self.assertEqual(checked.first.status, status)
+                result = call_unchecked(token, "field_notes_get", {"id": str(self.bobs.id)})
+                self.assertEqual(error_of(result)["code"], code)
                 self.assertNotIn("secret", result.model_dump_json())
 
     def test_a_user_without_a_codex_yet_gets_not_found(self) -> None:
@@ -329,7 +330,7 @@ class ArgumentsCheckedOnceTest(TransactionTestCase):
     def setUp(self) -> None:
         alice = get_user_model().objects.create_user("alice")
         self.token = mint_access_token(user=alice, scopes=BOTH, lifetime=dt.timedelta(hours=1))
-        entry_id = str(call_unchecked(self.token, "field_notes_save", SAVE_ARGS)[0].structured_content["entry"]["id"])
+        entry_id = str(call_unchecked(self.token, "field_notes_save", SAVE_ARGS).structured_content["entry"]["id"])
         self.calls = [
             ("field_notes_save", {"requestId": "r2", "entry": {"content": "x"}}),
             ("field_notes_save", SAVE_ARGS),  # a replay
@@ -356,8 +357,8 @@ class ArgumentsCheckedOnceTest(TransactionTestCase):
                 self.subTest(name, arguments=arguments),
                 mock.patch.object(mcp_server, "schema_violation", wraps=schema_violation) as checked,
             ):
-                _result, token = call_unchecked("made-up-token", name, arguments)
-                self.assertEqual(token.first.status, 401)
+                result = call_unchecked("made-up-token", name, arguments)
+                self.assertEqual(error_of(result)["code"], "unauthenticated")
                 self.assertEqual(checked.call_count, 0)
 
 

@@ -6,9 +6,12 @@ token, and with none; each gets the 401 challenge and nothing is written."""
 import itertools
 import json
 from typing import Any
+from unittest import mock
 
 import httpx2
+from mcp.server.runner import ServerRunner
 
+from authserver.core import token_check
 from mcp_endpoint.batches import MAX_BATCH_MESSAGES
 from notebook.models import Entry
 from tests.http_client import MODERN, OLDEST, rpc_body
@@ -142,6 +145,32 @@ class GetTest(LiveServerTestCase):
 
 
 class BatchLimitsTest(LiveServerTestCase):
+    def test_a_batch_with_a_made_up_token_is_refused_whole_before_any_message_reaches_the_sdk(self) -> None:
+        # A 2025-03-26 batch of the most messages a batch may hold: the token is checked once, and
+        # no message is handed to the SDK's dispatch (its requests and notifications alike).
+        calls = [
+            rpc_body("tools/call", {"name": SAVE, "arguments": {**SAVE_ARGS, "requestId": f"r{n}"}}, request_id=n)
+            for n in range(MAX_BATCH_MESSAGES - 3)
+        ]
+        notification = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        batch = [*calls, rpc_body("tools/list", request_id=-1), rpc_body("ping", request_id=-2), notification]
+        self.assertEqual(len(batch), MAX_BATCH_MESSAGES)
+        for version in (OLDEST, None):
+            headers = {"Authorization": "Bearer made-up-token", "Content-Type": "application/json"}
+            if version is not None:
+                headers["MCP-Protocol-Version"] = version
+            with (
+                self.subTest(version=version),
+                mock.patch.object(ServerRunner, "_on_request", autospec=True) as requests,
+                mock.patch.object(ServerRunner, "_on_notify", autospec=True) as notifications,
+                mock.patch.object(token_check, "check_access_token", wraps=token_check.check_access_token) as checks,
+            ):
+                response = httpx2.post(self.mcp_url, content=json.dumps(batch).encode(), headers=headers)
+                self.assertEqual(response.status_code, 401, response.text)
+                self.assertEqual((requests.call_count, notifications.call_count), (0, 0))
+                self.assertEqual(checks.call_count, 1)
+        self.assertFalse(Entry.objects.exists())
+
     def test_a_batch_too_large_to_serve_is_still_refused_only_after_the_check(self) -> None:
         batch = [rpc_body("ping", request_id=n) for n in range(MAX_BATCH_MESSAGES + 1)]
         headers = {"Authorization": "Bearer made-up-token", "Content-Type": "application/json"}

@@ -310,7 +310,9 @@ class InternalsTests(SimpleTestCase):
     def test_the_sdk_server_still_makes_the_mcp_span_with_its_own_middleware(self):
         from mcp.server._otel import OpenTelemetryMiddleware
 
+        from mcp_endpoint.exchange import ServedToolResults
         from mcp_endpoint.server import create_server
 
+        # The SDK's own span stays the outermost; inside it, the seam that serves tool results.
         middleware = create_server().middleware
-        self.assertEqual([type(item) for item in middleware], [OpenTelemetryMiddleware])
+        self.assertEqual([type(item) for item in middleware], [OpenTelemetryMiddleware, ServedToolResults])

@@ -35,27 +35,70 @@ from oauth2_provider.models import get_access_token_model
 
 import codex_metrics
 from authserver.core.tokens import person_may_hold_tokens
+from notebook.exceptions import NotebookError, PermissionDenied, Unauthenticated, Unavailable
 from notebook.sql.cache import PerDatabase
 from notebook.sql.converters import ModelColumns
 from notebook.sql.driver import fetchone, run
 
 
-class TokenRejected(Exception):
-    """The bearer token cannot be used here (HTTP 401); ``description`` is safe to show."""
+class TokenRefused(NotebookError):
+    """A bearer token refused, in the one form it keeps from the check to the answer: ``status``
+    is the HTTP answer when it refuses the request (``error`` the challenge's error code, none for
+    a request without a token), and, as a ``NotebookError``, its ``code`` is the tool result's
+    when a call's own check refuses after the request's passed (contract 6: ``unauthenticated``,
+    ``permission_denied``, ``unavailable``). ``message`` is safe to show; ``needed`` is the
+    scopes the check asked for (a 403's challenge names them)."""
 
-    def __init__(self, description: str, reason: str = "invalid") -> None:
-        super().__init__(description)
-        self.description = description
-        codex_metrics.token_refused(reason)  # each refusal is made once, where it is decided
+    status = 401
+    error: str | None = "invalid_token"
+
+    def __init__(self, message: str, *, reason: str | None, needed: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.needed = needed
+        if reason is not None:
+            codex_metrics.token_refused(reason)  # each refusal is counted once, where it is decided
+
+    @property
+    def description(self) -> str:
+        return self.message
 
 
-class ScopesMissing(Exception):
-    """The token is valid but lacks scopes the call needs (HTTP 403 insufficient_scope)."""
+class TokenMissing(TokenRefused, Unauthenticated):
+    """No bearer token in the Authorization header (401 with the challenge, no error code)."""
 
-    def __init__(self, missing: list[str]) -> None:
-        super().__init__(" ".join(missing))
+    error = None
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, reason="missing")
+
+
+class TokenRejected(TokenRefused, Unauthenticated):
+    """The bearer token cannot be used here (401 ``invalid_token``)."""
+
+    def __init__(self, message: str, reason: str = "invalid") -> None:
+        super().__init__(message, reason=reason)
+
+
+class ScopesMissing(TokenRefused, PermissionDenied):
+    """The token is valid but lacks scopes the call needs (403 ``insufficient_scope``)."""
+
+    status = 403
+    error = "insufficient_scope"
+
+    def __init__(self, missing: list[str], needed: tuple[str, ...] = ()) -> None:
+        super().__init__(f"This call needs the scope {' '.join(missing)}", reason="insufficient_scope", needed=needed)
         self.missing = missing
-        codex_metrics.token_refused("insufficient_scope")
+
+
+class TokensUnavailable(TokenRefused, Unavailable):
+    """The database could not answer the check (503 with ``Retry-After``; safe to retry)."""
+
+    status = 503
+    error = None
+
+    def __init__(self) -> None:
+        # Counted as the outage it is (common.outage), not as a refused token.
+        super().__init__("The server cannot check tokens right now; retry shortly", reason=None)
 
 
 @dataclass(frozen=True)
@@ -220,7 +263,7 @@ def check_access_token(checksum: str, scopes: Iterable[str] = (), ahead: ReadAhe
     needed = list(scopes)
     if not token.allow_scopes(needed):
         held = set(token.scope.split())
-        raise ScopesMissing([scope for scope in dict.fromkeys(needed) if scope not in held])
+        raise ScopesMissing([scope for scope in dict.fromkeys(needed) if scope not in held], tuple(needed))
     application = token.application
     return TokenGrant(
         token_checksum=checksum,

@@ -1,0 +1,247 @@
+"""One JSON-RPC request, one answer, through the SDK's dispatch kernel: the seam where the
+endpoint uses the SDK below its public transport (each use registered in common/internals.py).
+
+The SDK's Streamable HTTP transport (``StreamableHTTPSessionManager.handle_request``) takes a
+POST's bytes: it parses them again after the guard has, validates the envelope again, answers
+through a per-request transport and dispatcher (handshake versions) or its single-exchange
+entry (2026-07-28), and validates and dumps again the result the tool handler built from the
+project's own schemas. Here a request the transport would dispatch as it is goes straight to
+the kernel every transport ends in (``mcp.server.runner.serve_one``), with the message the guard
+parsed, and its answer is written once:
+
+- ``route`` says whether the transport would dispatch the message without answering anything
+  of its own first, and how: a JSON-RPC request (not ``initialize``, not
+  ``subscriptions/listen``) with a JSON content type and an Accept that takes JSON, in a version
+  the endpoint serves, and, in 2026-07-28, routing headers that pass the SDK's own ladder
+  (``classify_inbound_request``) and no ``Mcp-Param-*`` schema to check. Anything else (a
+  notification, a refused header, a handshake) goes through the SDK's transport.
+- ``answer`` dispatches it as the transport would (the version's connection, the request as
+  the handler's context) and writes the result or the error as that version's transport writes
+  it: 2026-07-28's JSON text with the status its error code maps to, the handshake versions'
+  pydantic JSON with 200.
+- ``ServedToolResults``, a server middleware, hands a ``tools/call`` result on in the wire form
+  the SDK's per-version result schema would give it (``mcp_endpoint.results`` builds it so),
+  instead of the SDK validating and dumping it again; the request is validated as the SDK
+  validates it.
+
+``CODEX_FAST_PATH=0`` turns both off: every message then goes through the SDK's transport and
+every result through its validation. ``tests/test_mcp_exchange.py`` sends the same requests to
+a server each way, in every protocol version, and compares the answers byte for byte.
+"""
+
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import mcp_types as types
+from django.conf import settings
+from mcp.server.connection import Connection
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.server.lowlevel.server import lifespan as default_lifespan
+from mcp.server.runner import modern_error_data, serve_one
+from mcp.server.streamable_http import check_accept_headers
+from mcp.shared.exceptions import MCPError, NoBackChannelError
+from mcp.shared.inbound import (
+    ERROR_CODE_HTTP_STATUS,
+    InboundLadderRejection,
+    InboundModernRoute,
+    classify_inbound_request,
+    find_duplicated_routing_header,
+)
+from mcp.shared.jsonrpc_dispatcher import handler_exception_to_error_data, progress_token_from_params
+from mcp.shared.message import ServerMessageMetadata
+from mcp.shared.transport_context import TransportContext
+from mcp_types import METHOD_NOT_FOUND, SERVER_INFO_META_KEY, ErrorData
+from mcp_types import methods as sdk_methods
+from starlette.requests import Request
+from starlette.types import Receive, Scope
+
+from mcp_endpoint import versions
+from mcp_endpoint.auth import TokenRefused
+
+logger = logging.getLogger(__name__)
+
+JSON = "application/json"
+# Methods the transports answer in their own way (the handshake inline, a listen as a stream).
+_TRANSPORTS_OWN = frozenset({"initialize", "subscriptions/listen"})
+
+
+def on() -> bool:
+    """Whether the seam serves (the fast path's switch: ``CODEX_FAST_PATH``, read on each request)."""
+    return settings.CODEX_FAST_PATH
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """An answer as the transport would send it: the status, the body, its headers' style."""
+
+    status: int
+    body: bytes
+    error: bool  # a JSON-RPC error: a tool call's own token check may not have been reached
+    media_type: str | None = JSON  # None: the handshake transport's explicit Content-Type header
+
+    def response_headers(self) -> dict[str, str] | None:
+        return None if self.media_type is not None else {"Content-Type": JSON}
+
+
+@dataclass
+class _DispatchContext:
+    """The dispatch context of one exchange (``mcp.shared.dispatcher.DispatchContext``): nothing
+    can be sent back but the answer (JSON responses carry no stream for notifications, and no
+    server-to-client request has a way back in a stateless exchange)."""
+
+    transport: TransportContext
+    request_id: types.RequestId
+    message_metadata: ServerMessageMetadata
+    progress_token: types.ProgressToken | None = None
+    cancel_requested: anyio.Event = field(default_factory=anyio.Event)
+    can_send_request: bool = False
+
+    async def send_raw_request(self, method: str, params: Mapping[str, Any] | None, opts: Any = None) -> dict[str, Any]:
+        raise NoBackChannelError(method)
+
+    async def notify(self, method: str, params: Mapping[str, Any] | None, opts: Any = None) -> None:
+        return None  # a JSON response has nowhere to carry it (as in the SDK's JSON-response mode)
+
+    async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        return None
+
+
+class Exchange:
+    """The fast lane for one server: ``route`` and ``answer`` (the module's docstring)."""
+
+    def __init__(self, server: Server[Any]) -> None:
+        self.server = server
+        # The state the session manager's run() enters the server's lifespan for: the SDK's
+        # default lifespan (create_server passes none), which yields an empty dict.
+        assert server.lifespan is default_lifespan, "the kernel would need the lifespan's own state"
+        self.lifespan_state: dict[str, Any] = {}
+
+    def route(self, scope: Scope, headers: Mapping[str, str], message: Any) -> "Route | None":
+        """How the SDK's transport would hand ``message`` (whose envelope passed
+        ``envelopes.envelope_problem``) to its kernel without answering first, or None."""
+        if not on() or not isinstance(message, dict) or "method" not in message or not versions.supported(headers):
+            return None
+        if type(message.get("id")) not in (int, str) or message["method"] in _TRANSPORTS_OWN:
+            return None  # a notification, or an id the envelope's model would have converted
+        content_type = headers.get("content-type")
+        if content_type is None or not content_type.lower().startswith(JSON):
+            return None
+        if not check_accept_headers(_RequestHeaders(headers))[0]:
+            return None
+        requested = versions.requested_version(headers)
+        if not versions.modern(requested):
+            return Route(requested, None)
+        if find_duplicated_routing_header((name.decode("latin-1"), "") for name, _ in scope["headers"]):
+            return None
+        verdict = classify_inbound_request(message, headers=headers)
+        if isinstance(verdict, InboundLadderRejection):
+            return None
+        params = message.get("params")
+        name = params.get("name") if isinstance(params, dict) else None
+        lookup = self.server.get_tool_input_schema
+        if message["method"] == "tools/call" and isinstance(name, str) and lookup is not None and lookup(name):
+            return None  # Mcp-Param-* headers to check against the schema
+        return Route(requested, verdict)
+
+    async def answer(self, scope: Scope, receive: Receive, route: "Route", message: dict) -> Answer:
+        """Dispatch a message along its ``route``; its answer as its version's transport writes
+        it. A ``TokenRefused`` that a tool call raises for the guard passes through."""
+        request = Request(scope, receive)
+        request_id, method, params = message["id"], message["method"], message.get("params")
+        modern = route.verdict is not None
+        if route.verdict is not None:
+            verdict = route.verdict
+            connection = Connection.from_envelope(
+                verdict.protocol_version, verdict.client_info, verdict.client_capabilities
+            )
+            transport = TransportContext(kind="streamable-http", can_send_request=False, headers=request.headers)
+            metadata = ServerMessageMetadata(request_context=request)
+        else:
+            connection = Connection.from_envelope(route.version, None, None)
+            transport = TransportContext(kind="streamable-http", can_send_request=False)
+            metadata = ServerMessageMetadata(request_context=request, can_send_request=False)
+        context = _DispatchContext(transport, request_id, metadata, progress_token_from_params(params))
+        try:
+            result = await serve_one(
+                self.server, context, method, params, connection=connection, lifespan_state=self.lifespan_state
+            )
+        except MCPError as error:
+            return _error(request_id, error.error, modern=modern)
+        except TokenRefused:
+            raise  # the request's refusal, which the guard answers
+        except Exception as error:
+            if modern:
+                return _error(request_id, modern_error_data(error), modern=True)
+            data = handler_exception_to_error_data(error)
+            if data is None:
+                logger.exception("handler for %r raised", method)
+                data = ErrorData(code=0, message=str(error))
+            return _error(request_id, data, modern=False)
+        if modern:
+            # The single-exchange entry's write (a model dumped in JSON mode, then json.dumps):
+            # the result is JSON data already (the kernel's dump, or ServedToolResults').
+            body = json.dumps({"jsonrpc": "2.0", "id": request_id, "result": result}, separators=(",", ":"))
+            return Answer(200, body.encode(), error=False)
+        reply = types.JSONRPCResponse(jsonrpc="2.0", id=request_id, result=result)
+        return Answer(200, reply.model_dump_json(by_alias=True, exclude_unset=True).encode(), False, None)
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """A message's way to the kernel: its protocol version (a handshake version's, as the header
+    or its absence says) and, in 2026-07-28, the SDK's verdict on its envelope."""
+
+    version: str
+    verdict: InboundModernRoute | None
+
+
+def _error(request_id: types.RequestId, error: ErrorData, *, modern: bool) -> Answer:
+    reply = types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error)
+    if not modern:
+        return Answer(200, reply.model_dump_json(by_alias=True, exclude_unset=True).encode(), True, None)
+    body = reply.model_dump(mode="json", by_alias=True, exclude_none=True)
+    status = ERROR_CODE_HTTP_STATUS.get(error.code, 200)
+    return Answer(status, json.dumps(body, separators=(",", ":")).encode(), error=True)
+
+
+class _RequestHeaders:
+    """What ``check_accept_headers`` reads of a request: its headers (a name -> value mapping)."""
+
+    __slots__ = ("headers",)
+
+    def __init__(self, headers: Mapping[str, str]) -> None:
+        self.headers = headers
+
+
+class ServedToolResults:
+    """A server middleware (``Server.middleware``, which sees notifications too) for a
+    ``tools/call`` request: the request validated as the SDK's kernel validates it, the handler
+    called, and its result handed on as served,
+    ``mcp_endpoint.results`` having built it in the version's wire form; 2026-07-28 results get
+    the kernel's ``serverInfo`` stamp. Every other method, and every call with the fast path
+    off, goes through the kernel as ever."""
+
+    def __init__(self, server: Server[Any], handler: Any) -> None:
+        self.handler = handler
+        self.stamp = server.server_info_stamp  # a dump of its identity, fixed at construction
+        assert server.cache_hints.get("tools/call") is None, "the kernel would add a cache hint to each result"
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        if ctx.method != "tools/call" or ctx.request_id is None or not on():
+            # (A tools/call sent as a notification asks for nothing: the kernel drops it.)
+            return await call_next(ctx)
+        version, params = ctx.protocol_version, ctx.params
+        try:
+            sdk_methods.validate_client_request("tools/call", version, params)
+        except KeyError:
+            raise MCPError(code=METHOD_NOT_FOUND, message="Method not found", data="tools/call") from None
+        typed = types.CallToolRequestParams.model_validate({} if params is None else params, by_name=False)
+        result = await self.handler(ctx, typed)
+        if versions.modern(version):
+            result["_meta"] = {SERVER_INFO_META_KEY: self.stamp}
+        return result
