@@ -10,7 +10,8 @@ from notebook.selectors import SearchPage
 
 def rfc3339_ms(moment: dt.datetime) -> str:
     """RFC 3339 in UTC with millisecond precision, e.g. 2026-11-30T12:34:56.789Z."""
-    moment = moment.astimezone(dt.UTC)
+    if moment.tzinfo is not dt.UTC:  # the database layers give UTC already: nothing to convert
+        moment = moment.astimezone(dt.UTC)
     if moment.year >= 1000:
         # The same text at half the cost of strftime (a search page writes 40 of these):
         # isoformat truncates to milliseconds too, and ends in "+00:00" for UTC.
