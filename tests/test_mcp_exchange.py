@@ -12,9 +12,12 @@ from typing import Any
 from unittest import mock
 
 from django.test import SimpleTestCase, override_settings
+from hypothesis import given
+from hypothesis import settings as examples
+from hypothesis import strategies as st
 from mcp.server import runner
 
-from mcp_endpoint.exchange import ServedToolResults
+from mcp_endpoint.exchange import ServedToolResults, json_written
 from mcp_endpoint.server import create_server
 from notebook.limits import MAX_ARGUMENT_MEMBERS
 from tests.http_client import MODERN, OLDEST, post, rpc_body
@@ -167,3 +170,38 @@ class ServedToolResultsTest(SimpleTestCase):
     def test_a_request_goes_to_the_handler(self) -> None:
         called, result = self.run_middleware(7)
         self.assertEqual((called, result), (["handler"], {"content": [], "isError": False}))
+
+
+# Any value an answer could hold, and what only the json module writes: every character (lone
+# surrogates, U+007F, past U+FFFF), integers past 64 bits, floats (NaN and infinities too),
+# keys that are not strings, tuples.
+_text = st.text(alphabet=st.characters(codec=None), max_size=12)
+_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.integers(min_value=-(2**64), max_value=2**64)
+    | st.floats()
+    | _text,
+    lambda children: (
+        st.lists(children, max_size=5)
+        | st.tuples(children, children)
+        | st.dictionaries(_text, children, max_size=5)
+        | st.dictionaries(st.integers() | st.booleans() | st.none(), children, max_size=2)
+    ),
+    max_leaves=30,
+)
+
+
+class AnswerBytesTest(SimpleTestCase):
+    """The answer's writer (``exchange.json_written``) gives the json module's bytes for any value."""
+
+    @examples(max_examples=1000, deadline=None)
+    @given(value=_values)
+    def test_it_writes_what_the_json_module_writes_for_any_value(self, value: Any) -> None:
+        self.assertEqual(json_written(value), json.dumps(value, separators=(",", ":")).encode())
+
+    def test_it_writes_the_characters_the_two_writers_spell_otherwise_as_the_json_module_does(self) -> None:
+        for value in ["\x7f", "é", "\u2028", "\U0001f9ed", "\ud800", 1e-05, float("nan"), 2**64, {1: "a"}]:
+            with self.subTest(value=value):
+                self.assertEqual(json_written({"v": value}), json.dumps({"v": value}, separators=(",", ":")).encode())
