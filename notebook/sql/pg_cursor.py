@@ -4,7 +4,10 @@ A ``psycopg.Cursor`` binds parameters on the server, so that a statement run oft
 prepared (Django's own cursors bind on the client, which never prepares). Its timestamps are
 loaded as Django's loader loads them (``psycopg_any.BaseTzLoader``: psycopg's value with the
 connection's time zone put in place), over psycopg's own loader: Django's subclasses psycopg's
-loader written in Python, where psycopg_binary has the same one in C.
+loader written in Python, where psycopg_binary has the same one in C. Where the session's time
+zone is UTC and so is the connection's (Django's default, ``TIME_ZONE`` unset), psycopg's loader
+already gives Django's value, ``datetime.UTC`` in place, and is used as it is: a search page
+loads two timestamps for each of its entries.
 """
 
 import datetime as dt
@@ -38,6 +41,17 @@ def tz_loader(timezone: dt.tzinfo) -> type[_TzLoader]:
     return type("TzLoader", (_TzLoader,), {"timezone": timezone})
 
 
+def _loader(raw: psycopg.Connection, timezone: dt.tzinfo) -> type[Loader]:
+    """The loader of timestamps for a cursor of ``raw`` that loads them in ``timezone``: psycopg's
+    own where it gives Django's values already (both zones UTC: it then returns its timestamps in
+    ``datetime.UTC``, which Django's loader would only put in place again), else ``tz_loader``.
+    Django sets the session's zone once, when it connects (``ensure_timezone``), and the cursor is
+    made again for a new connection or zone (``cursor``)."""
+    if timezone is dt.UTC and raw.pgconn.parameter_status(b"TimeZone") == b"UTC":
+        return _TIMESTAMPTZ
+    return tz_loader(timezone)
+
+
 # Where a Django connection keeps its psycopg cursor: (the psycopg connection, the time zone
 # its loader loads in, the cursor). An attribute of our own on Django's wrapper, which is the
 # thread's (Django's connections are per thread), so the cursor is never shared by threads.
@@ -64,6 +78,6 @@ def cursor(connection: BaseDatabaseWrapper) -> psycopg.Cursor | None:
     if kept is not None and kept[0] is raw and kept[1] is timezone and not kept[2].closed:
         return kept[2]
     opened = psycopg.Cursor(raw)
-    opened.adapters.register_loader(TIMESTAMPTZ_OID, tz_loader(timezone))
+    opened.adapters.register_loader(TIMESTAMPTZ_OID, _loader(raw, timezone))
     setattr(connection, _KEPT, (raw, timezone, opened))
     return opened
