@@ -13,9 +13,17 @@ def rfc3339_ms(moment: dt.datetime) -> str:
     if moment.tzinfo is not dt.UTC:  # the database layers give UTC already: nothing to convert
         moment = moment.astimezone(dt.UTC)
     if moment.year >= 1000:
-        # The same text at half the cost of strftime (a search page writes 40 of these):
-        # isoformat truncates to milliseconds too, and ends in "+00:00" for UTC.
-        return moment.isoformat(timespec="milliseconds")[:-6] + "Z"
+        # A search page writes up to forty of these: printf-style formatting of the fields costs
+        # less than an f-string's, isoformat with its timespec or strftime.
+        return "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ" % (  # noqa: UP031
+            moment.year,
+            moment.month,
+            moment.day,
+            moment.hour,
+            moment.minute,
+            moment.second,
+            moment.microsecond // 1000,
+        )
     # strftime writes years before 1000 unpadded; kept as it was.
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
@@ -27,6 +35,13 @@ def _common(entry: Entry) -> dict[str, Any]:
     return data
 
 
+def _times(entry: Entry, data: dict[str, Any]) -> None:
+    created = rfc3339_ms(entry.created_at)
+    data["createdAt"] = created
+    # An entry never updated was written at one moment: its text is written once.
+    data["updatedAt"] = created if entry.updated_at == entry.created_at else rfc3339_ms(entry.updated_at)
+
+
 def entry_dict(entry: Entry) -> dict[str, Any]:
     data = _common(entry)
     data["content"] = entry.content
@@ -34,8 +49,7 @@ def entry_dict(entry: Entry) -> dict[str, Any]:
     data["relatedAgentIds"] = list(entry.related_agent_ids)
     if entry.provenance is not None:
         data["provenance"] = entry.provenance
-    data["createdAt"] = rfc3339_ms(entry.created_at)
-    data["updatedAt"] = rfc3339_ms(entry.updated_at)
+    _times(entry, data)
     return data
 
 
@@ -43,8 +57,7 @@ def entry_summary_dict(entry: Entry) -> dict[str, Any]:
     data = _common(entry)
     data["tags"] = list(entry.tags)
     data["relatedAgentIds"] = list(entry.related_agent_ids)
-    data["createdAt"] = rfc3339_ms(entry.created_at)
-    data["updatedAt"] = rfc3339_ms(entry.updated_at)
+    _times(entry, data)
     excerpt = getattr(entry, "excerpt", None)
     data["excerpt"] = excerpt if excerpt is not None else entry.content[:EXCERPT_CHARS]
     data["contentBytes"] = entry.content_bytes
