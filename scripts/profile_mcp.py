@@ -22,7 +22,8 @@ sample with no layer above it is the event loop's.
     service/DB driver   the notebook (services, selectors, store, sql/), Django's database layer,
                         psycopg and sqlite3
     results/serialisation  the tool's result (representations, mcp_endpoint.results, orjson) and
-                        the answer's JSON text (the json module, wherever it is called)
+                        the answer's JSON text (exchange.json_written; the json module, wherever
+                        it is called)
     logging             the access line and the logging module
 
 It prints, per scenario: calls/s, the server's CPU per call (from /proc, every thread), the
@@ -85,7 +86,12 @@ RULES: tuple[tuple[str, str], ...] = (
     (r"(^|/)(mcp|mcp_types)/", "SDK"),
     (r"(^|/)(uvicorn|h11|httptools|starlette)/", "uvicorn/Starlette"),
 )
+# Functions whose layer is not their module's: the answer's JSON text, written in the SDK's seam.
+FUNCTION_RULES: tuple[tuple[str, str], ...] = (
+    (r"^(json_written|_plain|_ascii_escaped) \(.*mcp_endpoint/exchange\.py", "results/serialisation"),
+)
 _COMPILED = tuple((re.compile(pattern), layer) for pattern, layer in RULES)
+_FUNCTIONS = tuple((re.compile(pattern), layer) for pattern, layer in FUNCTION_RULES)
 # py-spy's raw format: "frame;frame;...;frame count", each frame "function (file:line)".
 _FRAME = re.compile(r"^(?P<function>.*) \((?P<file>[^:()]+)(?::\d+)?\)$")
 
@@ -101,7 +107,10 @@ def layer_of(stack: list[str]) -> str:
     paths = [_path(frame) for frame in stack]
     if any(TOKEN_CHECK.search(path) for path in paths):
         return "token check"
-    for path in reversed(paths):
+    for frame, path in zip(reversed(stack), reversed(paths), strict=True):
+        for pattern, layer in _FUNCTIONS:
+            if pattern.search(frame):
+                return layer
         for pattern, layer in _COMPILED:
             if pattern.search(path):
                 return layer
