@@ -195,14 +195,15 @@ class HostileIdJagsTest(HypothesisTestCase):
             "domains": ["acme.test"],
             "id_jag": True,
         }
-        cls.idp = override_settings(**sso_settings(provider))
-        cls.idp.enable()
+        # Entered before the class's own override (CODEX_CIMD_ALLOW_LOOPBACK, which Django lifts in a
+        # class cleanup, after tearDownClass): cleanups run last in, first out, so this one is lifted
+        # last, and the settings it replaced are what the next class sees.
+        cls.enterClassContext(override_settings(**sso_settings(provider)))
         super().setUpClass()
 
     @classmethod
     def tearDownClass(cls) -> None:
         super().tearDownClass()
-        cls.idp.disable()
         cls.documents.__exit__(None, None, None)
 
     @classmethod
