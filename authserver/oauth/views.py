@@ -5,12 +5,10 @@ per-network limit), dynamic registration with a clear 429 (or 403 when the opera
 turns it off), the server metadata, and introspection for the resource servers an operator
 provisions. The connected-applications pages are in ``authserver.people.connected``."""
 
-import base64
-import binascii
 import json
 import re
 from typing import Any
-from urllib.parse import parse_qsl, unquote_plus, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from csp.decorators import csp_replace
 from django.conf import settings
@@ -21,9 +19,11 @@ from oauth2_provider.exceptions import OAuthToolkitError
 from oauth2_provider.models import get_application_model
 from oauth2_provider.views import AuthorizationView, IntrospectTokenView, OAuthServerMetadataView
 from oauth2_provider.views.dynamic_client_registration import DynamicClientRegistrationView
+from oauthlib.oauth2.rfc6749 import errors
 
 import codex_metrics
 from authserver.clients import assertions, cimd
+from authserver.clients.authentication import INTROSPECTION_AUTH_METHODS
 from authserver.clients.registration import (
     NeverCachedMixin,
     expire_pending,
@@ -255,45 +255,26 @@ class CodexServerMetadataView(OAuthServerMetadataView):
         return answer
 
 
-# How a resource server authenticates at introspection: its client secret, and nothing else.
-INTROSPECTION_AUTH_METHODS = ("client_secret_basic", "client_secret_post")
-
-
-def _introspecting_client_id(request: HttpRequest) -> str | None:
-    """The client id a request to introspection authenticates as, by Basic or by its body; None
-    for anything else (a client assertion, a bearer token, no credentials)."""
-    if request.POST.get("client_assertion") or request.POST.get("client_assertion_type"):
-        return None
-    scheme, _, credentials = request.META.get("HTTP_AUTHORIZATION", "").partition(" ")
-    if scheme.lower() == "basic":
-        try:
-            decoded = base64.b64decode(credentials, validate=True).decode("utf-8")
-        except (binascii.Error, UnicodeDecodeError):
-            return None
-        client_id, separator, _ = decoded.partition(":")
-        return unquote_plus(client_id) if separator else None
-    if scheme:
-        return None
-    return request.POST.get("client_id") or None
-
-
 class ResourceServerIntrospectionView(IntrospectTokenView):
     """RFC 7662 introspection, for the resource servers an operator provisions only: a
     confidential client whose id is in ``CODEX_INTROSPECTION_CLIENTS``, with its secret (Basic or
-    the body, as the metadata says). Anyone else gets 401 before any token is looked at: a client
-    registered a moment ago learns nothing of other people's tokens. POST only (a token in a URL
-    ends up in logs)."""
+    the body, as the metadata says), as ``authserver.clients.authentication`` verified it. Anyone
+    else gets 401 (or that function's other refusals: 400 for credentials in two places, 429 past
+    the failures' limits) before any token is looked at: a client registered a moment ago learns
+    nothing of other people's tokens. POST only (a token in a URL ends up in logs)."""
 
     http_method_names = ["post", "options"]
+    refusal: errors.OAuth2Error | None = None
 
     def authenticate_client(self, request: HttpRequest) -> bool:
-        client_id = _introspecting_client_id(request)
-        if client_id is None or client_id not in settings.CODEX_INTROSPECTION_CLIENTS:
+        # DOT's wrapper hands the request to the validator's authenticate_client, which is
+        # authserver.clients.authentication's one door: it admits only a listed resource server,
+        # by the secret it verified, and raises saying why for anyone else.
+        try:
+            return super().authenticate_client(request)
+        except errors.OAuth2Error as refused:
+            self.refusal = refused
             return False
-        Application = get_application_model()
-        if not Application.objects.filter(client_id=client_id, client_type=Application.CLIENT_CONFIDENTIAL).exists():
-            return False
-        return super().authenticate_client(request)
 
     def verify_request(self, request: HttpRequest) -> tuple[bool, Any]:
         # DOT also lets a bearer token with an "introspection" scope in; no token of this server
@@ -301,15 +282,13 @@ class ResourceServerIntrospectionView(IntrospectTokenView):
         return False, None
 
     def unauthenticated_response(self, request: HttpRequest, oauthlib_request: Any = None) -> HttpResponse:
-        response = JsonResponse(
-            {
-                "error": "invalid_client",
-                "error_description": (
-                    "Only the resource servers this server's operator provisions may introspect tokens"
-                ),
-            },
-            status=401,
+        refusal = self.refusal or errors.InvalidClientError(
+            description="Only the resource servers this server's operator provisions may introspect tokens"
         )
-        response["WWW-Authenticate"] = 'Basic realm="introspection"'
+        response = HttpResponse(refusal.json, status=refusal.status_code, content_type="application/json")
+        for name, value in refusal.headers.items():
+            response[name] = value
+        if refusal.status_code == 401:
+            response["WWW-Authenticate"] = 'Basic realm="introspection"'
         response["Cache-Control"] = "no-store"
         return response
