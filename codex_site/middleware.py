@@ -10,6 +10,7 @@ from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils.http import url_has_allowed_host_and_scheme
 
+from authserver.oauth.parameters import answer_unreadable
 from codex_site import errors
 from common.outage import UNAVAILABLE_ERRORS, log_database_unavailable
 
@@ -58,7 +59,8 @@ class FormCharsetMiddleware:
     is first read, and its error handling reads ``request.POST`` again (the 400 page is
     CSRF-aware), so the refusal ended as "Exception in ASGI application". A
     browser never sends a charset on a form; UTF-8 (or its ASCII subset) is the only one
-    the pages and the OAuth endpoints read."""
+    the pages and the OAuth endpoints read. The OAuth endpoints answer it in their own format
+    (``authserver.oauth.parameters.answer_unreadable``), everything else with a plain 415."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
@@ -67,6 +69,9 @@ class FormCharsetMiddleware:
         charset = request.content_params.get("charset")
         if request.content_type in FORM_TYPES and charset is not None and charset.lower() not in FORM_CHARSETS:
             logger.info("refused a %s body in charset %r on %s", request.content_type, charset[:40], request.path[:200])
+            # An OAuth endpoint answers in its own format (JSON, or the authorization page).
+            if (answer := answer_unreadable(request, "Form bodies must be UTF-8")) is not None:
+                return answer
             return HttpResponse("Form bodies must be UTF-8.\n", status=415, content_type="text/plain; charset=utf-8")
         return self.get_response(request)
 

@@ -1,5 +1,5 @@
-"""The OAuth front door (issue 54): how a client proves who it is. Each finding of the attack
-round, reproduced:
+"""The OAuth front door (issue 54): how a client proves who it is, and how every OAuth endpoint reads
+what it is sent. Each finding of the attack round, reproduced:
 
 - introspection checks its list against the client whose credentials were verified, never the
   Basic header's id while the body's credentials are what passed;
@@ -7,14 +7,19 @@ round, reproduced:
   at once or not, and past it the right one is refused unchecked from the networks that failed,
   while the client's own network still gets in;
 - credentials in two places are refused (RFC 6749 §2.3), and a body ``client_id`` beside Basic
-  credentials naming another client is ``invalid_request``, not ``server_error``.
+  credentials naming another client is ``invalid_request``, not ``server_error``;
+- a parameter sent twice, a missing one (``assertion`` for jwt-bearer among them) and an
+  Authorization header that cannot be read are ``invalid_request``, never a 500 and never "the
+  last copy wins"; a form body in another charset gets the endpoint's own error format.
 """
 
 import base64
 import datetime as dt
+import socket
 import threading
 import time
 import unittest
+from urllib.parse import urlencode
 
 import httpx2
 from django.conf import settings
@@ -28,8 +33,9 @@ from authserver.clients import agents
 from authserver.core.tokens import mint_access_token
 from tests.base import on_postgres
 from tests.clocks import one_rate_window
+from tests.hostile import emitted_logs
 from tests.live import LiveServerTestCase
-from tests.oauth_helpers import REDIRECT_URI
+from tests.oauth_helpers import REDIRECT_URI, forms_of, pkce_pair, query_of
 
 Application = get_application_model()
 AccessToken = get_access_token_model()
@@ -206,6 +212,185 @@ class ClientAuthenticationTest(FrontDoorTestCase):
         )
         self.assertEqual(answer.status_code, 200, answer.content)
         self.assertTrue(answer.json()["active"])
+
+
+@override_settings(CODEX_INTROSPECTION_CLIENTS=["resource-server"])
+class ParametersTest(FrontDoorTestCase):
+    def authorize(self, browser: Client, **extra: str):
+        verifier, challenge = pkce_pair()
+        query = {
+            "response_type": "code",
+            "client_id": self.public.client_id,
+            "redirect_uri": REDIRECT_URI,
+            "scope": "notes:read notes:write",
+            "code_challenge": challenge,
+            "code_challenge_method": "S256",
+            "state": "st-1",
+            **extra,
+        }
+        page = browser.get("/o/authorize/", query)
+        fields = next(form for form in forms_of(page.content.decode()) if "client_id" in form["fields"])["fields"]
+        return fields, verifier
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.public = Application.objects.create(
+            name="Desk",
+            client_type=Application.CLIENT_PUBLIC,
+            authorization_grant_type=Application.GRANT_AUTHORIZATION_CODE,
+            redirect_uris=REDIRECT_URI,
+        )
+        self.browser = Client()
+        self.browser.force_login(self.alice)
+
+    def code(self) -> tuple[str, str]:
+        fields, verifier = self.authorize(self.browser)
+        redirect = self.browser.post("/o/authorize/", {**fields, "allow": "Authorize"})
+        return query_of(redirect["Location"])["code"], verifier
+
+    def code_exchange(self, code: str, verifier: str) -> list[tuple[str, str]]:
+        return [
+            ("grant_type", "authorization_code"),
+            ("code", code),
+            ("redirect_uri", REDIRECT_URI),
+            ("client_id", self.public.client_id),
+            ("code_verifier", verifier),
+        ]
+
+    def post_pairs(self, path: str, pairs: list[tuple[str, str]], **headers: str):
+        return Client(REMOTE_ADDR="203.0.113.9").post(path, urlencode(pairs), content_type=FORM, **headers)
+
+    def test_a_repeated_parameter_of_the_code_grant_is_invalid_request(self) -> None:
+        for name in ("code", "client_id", "code_verifier", "redirect_uri", "grant_type"):
+            with self.subTest(name):
+                code, verifier = self.code()
+                pairs = self.code_exchange(code, verifier)
+                value = dict(pairs)[name]
+                # The first copy is a wrong one: "the last copy wins" would get a token.
+                answer = self.post_pairs("/o/token/", [(name, value + "-other"), *pairs])
+                self.assert_oauth_error(answer, "invalid_request")
+                self.assertIn(name, answer.json()["error_description"])
+                # The code was not spent by the refused request.
+                self.assertEqual(self.post_pairs("/o/token/", pairs).status_code, 200)
+
+    def test_a_repeated_refresh_token_or_assertion_is_invalid_request(self) -> None:
+        code, verifier = self.code()
+        refresh = self.post_pairs("/o/token/", self.code_exchange(code, verifier)).json()["refresh_token"]
+        grant = [("grant_type", "refresh_token"), ("client_id", self.public.client_id)]
+        answer = self.post_pairs("/o/token/", [*grant, ("refresh_token", "other"), ("refresh_token", refresh)])
+        self.assert_oauth_error(answer, "invalid_request")
+        answer = self.post_pairs(
+            "/o/token/",
+            [("grant_type", JWT_BEARER), ("assertion", "a.b.c"), ("assertion", "d.e.f")],
+            HTTP_AUTHORIZATION=basic(self.agent.client_id, self.agent.secret),
+        )
+        self.assert_oauth_error(answer, "invalid_request")
+        # RFC 8707's resource is the one parameter that may repeat.
+        code, verifier = self.code()
+        resource = settings.CODEX_RESOURCE_URL
+        answer = self.post_pairs(
+            "/o/token/", [*self.code_exchange(code, verifier), ("resource", resource), ("resource", resource)]
+        )
+        self.assertEqual(answer.status_code, 200, answer.content)
+
+    def test_a_missing_parameter_is_invalid_request_never_a_server_error(self) -> None:
+        for name, pairs in [
+            ("assertion", [("grant_type", JWT_BEARER)]),
+            ("code", [("grant_type", "authorization_code"), ("client_id", self.public.client_id)]),
+            ("refresh_token", [("grant_type", "refresh_token"), ("client_id", self.public.client_id)]),
+            ("grant_type", [("client_id", self.public.client_id)]),
+        ]:
+            with self.subTest(name):
+                answer = self.post_pairs(
+                    "/o/token/", pairs, HTTP_AUTHORIZATION=basic(self.agent.client_id, self.agent.secret)
+                )
+                self.assert_oauth_error(answer, "invalid_request")
+                self.assertIn(name, answer.json()["error_description"])
+
+    def test_introspection_with_a_repeated_client_id_is_not_answered(self) -> None:
+        answer = self.introspect(
+            f"token={self.token}&client_id={self.stranger['client_id']}&client_id=resource-server"
+            "&client_secret=resource-server-secret"
+        )
+        self.assert_oauth_error(answer, "invalid_request")
+
+    def test_an_authorization_header_that_cannot_be_read_is_invalid_request_at_every_endpoint(self) -> None:
+        # What an ASGI server makes of a header's raw bytes: latin-1 ("é" sent as UTF-8 arrives as "Ã©").
+        for header in [
+            "Basic Zm9vOmJhcg==\u00c3\u00a9",
+            "Basic not-base64!",
+            "Basic " + base64.b64encode(b"no-colon").decode(),
+            "Basic " + base64.b64encode(b"\xff\xfe:x").decode(),
+        ]:
+            for path, body in [
+                ("/o/token/", "grant_type=client_credentials"),
+                ("/o/revoke_token/", f"token={self.token}"),
+                ("/o/introspect/", f"token={self.token}"),
+            ]:
+                with self.subTest(header=header, path=path):
+                    answer = Client().post(path, body, content_type=FORM, HTTP_AUTHORIZATION=header)
+                    self.assert_oauth_error(answer, "invalid_request")
+
+    def test_the_consent_form_with_a_repeated_field_issues_no_code(self) -> None:
+        for name, other in [
+            ("client_id", self.agent.client_id),
+            ("redirect_uri", "https://evil.example/cb"),
+            ("scope", "notes:read"),
+        ]:
+            with self.subTest(name):
+                fields, _ = self.authorize(self.browser)
+                pairs = [(name, other), *fields.items(), ("allow", "Authorize")]
+                answer = self.browser.post("/o/authorize/", urlencode(pairs), content_type=FORM)
+                location = answer.get("Location", "")
+                self.assertNotIn("code=", location)
+                self.assertNotIn("evil.example", location)
+                self.assertLess(answer.status_code, 500)
+
+
+class FrontDoorHTTPTest(LiveServerTestCase):
+    """What only a server sees: a header's raw bytes, a body's declared charset."""
+
+    def setUp(self) -> None:
+        self.alice = self.make_user("alice")
+
+    def send(self, path: str, headers: dict[str, bytes], body: bytes) -> tuple[int, bytes, bytes]:
+        """POST the bytes as they are; the whole answer (the server closes the connection)."""
+        lines = [f"POST {path} HTTP/1.1".encode(), f"Host: 127.0.0.1:{self.live.port}".encode(), b"Connection: close"]
+        lines += [name.encode() + b": " + value for name, value in headers.items()]
+        lines.append(b"Content-Length: " + str(len(body)).encode())
+        chunks = []
+        with emitted_logs() as logs, socket.create_connection(("127.0.0.1", self.live.port), timeout=20) as sock:
+            sock.sendall(b"\r\n".join(lines) + b"\r\n\r\n" + body)
+            while chunk := sock.recv(65536):
+                chunks.append(chunk)
+        self.assertEqual(logs.errors(), [], path)
+        head, _, content = b"".join(chunks).partition(b"\r\n\r\n")
+        return int(head[9:12]), head, content
+
+    def test_a_non_ascii_byte_in_a_basic_header_is_invalid_request(self) -> None:
+        for path in ("/o/token/", "/o/revoke_token/", "/o/introspect/"):
+            with self.subTest(path):
+                status, head, content = self.send(
+                    path,
+                    {"Authorization": b"Basic Zm9vOmJhcg==\xc3\xa9", "Content-Type": FORM.encode()},
+                    b"grant_type=client_credentials&token=x",
+                )
+                self.assertEqual(status, 400, head + content)
+                self.assertIn(b'"invalid_request"', content)
+
+    def test_a_form_in_another_charset_gets_each_endpoints_own_error(self) -> None:
+        body = "grant_type=client_credentials".encode("utf-16")
+        content_type = b"application/x-www-form-urlencoded; charset=utf-16"
+        for path in ("/o/token/", "/o/revoke_token/", "/o/introspect/"):
+            with self.subTest(path):
+                status, head, content = self.send(path, {"Content-Type": content_type}, body)
+                self.assertEqual(status, 400, head + content)
+                self.assertIn(b"application/json", head.lower())
+                self.assertIn(b'"invalid_request"', content)
+        status, head, content = self.send("/o/authorize/", {"Content-Type": content_type}, body)
+        self.assertEqual(status, 400, head + content)
+        self.assertIn(b"text/html", head.lower())
+        self.assertIn(b"This request cannot be completed", content)
 
 
 @unittest.skipUnless(on_postgres(), "row locks: SQLite serialises every write, so no two attempts interleave")

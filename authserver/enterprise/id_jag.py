@@ -375,7 +375,8 @@ class IdJagGrant(GrantTypeBase):
         address = (getattr(request, "headers", None) or {}).get("REMOTE_ADDR")
         try:
             claims, provider = verify(
-                request.assertion,
+                # oauthlib's Request raises AttributeError for a parameter that was not sent.
+                getattr(request, "assertion", None),
                 client_id=request.client.client_id,
                 now=time.time(),
                 network=network_of(address) if address else None,

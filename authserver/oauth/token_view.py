@@ -1,4 +1,5 @@
-"""The token endpoint, serving only the grants the metadata advertises.
+"""The token endpoint, serving only the grants the metadata advertises, its parameters read
+first (``authserver.oauth.parameters``: each once, each required one present).
 
 The validator refuses other grants too (``CodexOAuth2Validator.validate_grant_type``, which
 also serves client_credentials to people's headless agents only);
@@ -9,12 +10,19 @@ grant and would fail with a 500 on a request without ``device_code``.
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.utils.decorators import method_decorator
+from django.views.decorators.csrf import csrf_exempt
 from oauth2_provider.views import TokenView
 
+from authserver.oauth import parameters
 from authserver.oauth.validators import SERVED_GRANT_TYPES
 
 
-class CodexTokenView(TokenView):
+# Django reads CSRF exemption from the class's own dispatch (ParametersFirst's, here).
+@method_decorator(csrf_exempt, name="dispatch")
+class CodexTokenView(parameters.ParametersFirst, TokenView):
+    endpoint = parameters.TOKEN
+
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         grant_type = request.POST.get("grant_type")
         if grant_type is not None and grant_type not in SERVED_GRANT_TYPES:

@@ -14,17 +14,21 @@ from csp.decorators import csp_replace
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.utils.decorators import method_decorator
+from django.views.decorators.csrf import csrf_exempt
 from oauth2_provider.cimd import is_cimd_client_id
 from oauth2_provider.exceptions import OAuthToolkitError
 from oauth2_provider.models import get_application_model
-from oauth2_provider.views import AuthorizationView, IntrospectTokenView, OAuthServerMetadataView
+from oauth2_provider.views import AuthorizationView, IntrospectTokenView, OAuthServerMetadataView, RevokeTokenView
 from oauth2_provider.views.dynamic_client_registration import DynamicClientRegistrationView
+from oauthlib.common import add_params_to_uri
 from oauthlib.oauth2.rfc6749 import errors
 
 import codex_metrics
 from authserver.clients import assertions, cimd
 from authserver.clients.authentication import INTROSPECTION_AUTH_METHODS
 from authserver.clients.registration import (
+    GuardedRegistrationManagementView,
     NeverCachedMixin,
     expire_pending,
     pending_refusal,
@@ -34,6 +38,8 @@ from authserver.clients.registration import (
 )
 from authserver.core import policy
 from authserver.enterprise import id_jag
+from authserver.oauth import parameters
+from authserver.oauth.parameters import CheckedParameters, ParametersFirst, Problem
 from authserver.oauth.refusals import explain, policy_refusal
 from common.ratelimit import allow, client_network
 
@@ -87,7 +93,7 @@ def _without(query: Any, names: tuple[str, ...]) -> Any:
     return kept
 
 
-class CodexAuthorizationView(AuthorizationView):
+class CodexAuthorizationView(CheckedParameters, AuthorizationView):
     """DOT's authorization endpoint with this server's consent page.
 
     Consent is always asked (``REQUEST_APPROVAL_PROMPT`` is "force"): a request's
@@ -102,7 +108,12 @@ class CodexAuthorizationView(AuthorizationView):
     CONSENT_SKIPPING = ("approval_prompt",)
     fetched = None  # what fetching a new client's document came to, in this request
 
+    endpoint = parameters.AUTHORIZATION
+
     def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        # First of all: the request's parameters, read once (authserver.oauth.parameters).
+        if (refused := self.parameters_refusal(request)) is not None:
+            return refused
         if any(name in request.GET for name in self.CONSENT_SKIPPING):
             request.GET = _without(request.GET, self.CONSENT_SKIPPING)
         client_id = request.GET.get("client_id", "")
@@ -161,8 +172,25 @@ class CodexAuthorizationView(AuthorizationView):
             return self._refused("The approval form names an application this server does not know.")
         return super().form_valid(form)
 
+    def parameters_refused(self, problem: Problem) -> HttpResponse:
+        """RFC 6749 §4.1.2.1: while the client or its redirect URI is in doubt (sent twice, missing,
+        unknown, not registered, or a body that cannot be read), the person sees the error page;
+        otherwise the error goes back to that redirect URI, with the state (when sent once) and iss."""
+        if problem.concerns("client_id", "redirect_uri"):
+            return self._refused(problem.description)
+        params = self.request.GET if self.request.method == "GET" else self.request.POST
+        client_id, redirect_uri = params.get("client_id"), params.get("redirect_uri")
+        application = get_application_model().objects.filter(client_id=client_id).first() if client_id else None
+        if application is None or not redirect_uri or not application.redirect_uri_allowed(redirect_uri):
+            return self._refused(problem.description)
+        answer = [("error", problem.error), ("error_description", problem.description)]
+        if not problem.concerns("state") and (state := params.get("state")):
+            answer.append(("state", state))
+        return self.redirect(add_params_to_uri(redirect_uri, answer), application)
+
     def _refused(self, description: str) -> HttpResponse:
-        """The consent page's error form, for a POST that no consent page could have sent."""
+        """The consent page's error form (400): a request whose client or redirect URI is in doubt,
+        or a POST that no consent page could have sent."""
         error = {"error": "invalid_request", "description": description}
         return render(self.request, self.template_name, {"error": error}, status=400)
 
@@ -199,10 +227,14 @@ class CodexAuthorizationView(AuthorizationView):
         return context
 
 
-class RateLimitedRegistrationView(NeverCachedMixin, DynamicClientRegistrationView):
+@method_decorator(csrf_exempt, name="dispatch")
+class RateLimitedRegistrationView(ParametersFirst, NeverCachedMixin, DynamicClientRegistrationView):
     """RFC 7591 registration (never cached): at most CODEX_DCR_RATE_LIMIT per client address
     per hour, and only while the address and the server have room for one more registration
-    waiting for a person's approval (``authserver.clients.registration``)."""
+    waiting for a person's approval (``authserver.clients.registration``). Its headers are read
+    first (``authserver.oauth.parameters``)."""
+
+    endpoint = parameters.REGISTRATION
 
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         if not policy.dcr_enabled():
@@ -255,7 +287,23 @@ class CodexServerMetadataView(OAuthServerMetadataView):
         return answer
 
 
-class ResourceServerIntrospectionView(IntrospectTokenView):
+@method_decorator(csrf_exempt, name="dispatch")
+class CheckedRegistrationManagementView(ParametersFirst, GuardedRegistrationManagementView):
+    """RFC 7592 client configuration, its headers read first (``authserver.oauth.parameters``)."""
+
+    endpoint = parameters.REGISTRATION
+
+
+@method_decorator(csrf_exempt, name="dispatch")
+class CodexRevokeTokenView(ParametersFirst, RevokeTokenView):
+    """RFC 7009 revocation, its parameters read first (``authserver.oauth.parameters``); the
+    client authenticates as at the token endpoint (``authserver.clients.authentication``)."""
+
+    endpoint = parameters.REVOCATION
+
+
+@method_decorator(csrf_exempt, name="dispatch")
+class ResourceServerIntrospectionView(ParametersFirst, IntrospectTokenView):
     """RFC 7662 introspection, for the resource servers an operator provisions only: a
     confidential client whose id is in ``CODEX_INTROSPECTION_CLIENTS``, with its secret (Basic or
     the body, as the metadata says), as ``authserver.clients.authentication`` verified it. Anyone
@@ -264,6 +312,7 @@ class ResourceServerIntrospectionView(IntrospectTokenView):
     nothing of other people's tokens. POST only (a token in a URL ends up in logs)."""
 
     http_method_names = ["post", "options"]
+    endpoint = parameters.INTROSPECTION
     refusal: errors.OAuth2Error | None = None
 
     def authenticate_client(self, request: HttpRequest) -> bool:
