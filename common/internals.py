@@ -228,6 +228,15 @@ REGISTER: tuple[Internal, ...] = (
     ),
     Internal(
         DOT,
+        "AuthorizationView.form_valid answers Allow and Deny alike from the posted form, and only Allow's "
+        "redirect_uri is checked (by oauthlib's validate_authorization_request): Deny raises AccessDeniedError "
+        "and redirects to the posted redirect_uri as it is",
+        ("authserver/oauth/views.py",),
+        "Deny's included",
+        "every answer of the consent form goes only to a redirect URI the client registered",
+    ),
+    Internal(
+        DOT,
         "ClientProtectedResourceMixin.dispatch: authenticate_client, then verify_request (a bearer token), "
         "then unauthenticated_response",
         ("authserver/oauth/views.py",),

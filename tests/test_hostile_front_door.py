@@ -10,7 +10,8 @@ what it is sent. Each finding of the attack round, reproduced:
   credentials naming another client is ``invalid_request``, not ``server_error``;
 - a parameter sent twice, a missing one (``assertion`` for jwt-bearer among them) and an
   Authorization header that cannot be read are ``invalid_request``, never a 500 and never "the
-  last copy wins"; a form body in another charset gets the endpoint's own error format.
+  last copy wins"; a form body in another charset gets the endpoint's own error format;
+- the consent form's answers, Deny included, go only to the client's registered redirect URI.
 """
 
 import base64
@@ -345,6 +346,19 @@ class ParametersTest(FrontDoorTestCase):
                 self.assertNotIn("code=", location)
                 self.assertNotIn("evil.example", location)
                 self.assertLess(answer.status_code, 500)
+
+    def test_deny_goes_only_to_the_registered_redirect_uri(self) -> None:
+        fields, _ = self.authorize(self.browser)
+        answer = self.browser.post("/o/authorize/", {**fields, "redirect_uri": "https://evil.example/cb"})
+        self.assertNotIn("evil.example", answer.get("Location", ""))
+        self.assertEqual(answer.status_code, 400)
+        # Deny with the registered one goes back to the client, with state and iss.
+        fields, _ = self.authorize(self.browser)
+        denied = self.browser.post("/o/authorize/", fields)
+        self.assertEqual(denied.status_code, 302)
+        self.assertEqual(
+            query_of(denied["Location"]), {"error": "access_denied", "state": "st-1", "iss": settings.CODEX_ISSUER_URL}
+        )
 
 
 class FrontDoorHTTPTest(LiveServerTestCase):

@@ -168,8 +168,14 @@ class CodexAuthorizationView(CheckedParameters, AuthorizationView):
 
     def form_valid(self, form: Any) -> HttpResponse:
         # DOT looks the client up with .get(): an unknown client_id would be a 500.
-        if not get_application_model().objects.filter(client_id=form.cleaned_data["client_id"]).exists():
+        application = get_application_model().objects.filter(client_id=form.cleaned_data["client_id"]).first()
+        if application is None:
             return self._refused("The approval form names an application this server does not know.")
+        # Every answer of the form, Deny's included, goes only to a redirect URI the client
+        # registered: DOT checks the posted one when the person allows, and redirects a denial to
+        # it unchecked.
+        if not application.redirect_uri_allowed(form.cleaned_data["redirect_uri"]):
+            return self._refused("The approval form names an address the application did not register.")
         return super().form_valid(form)
 
     def parameters_refused(self, problem: Problem) -> HttpResponse:
