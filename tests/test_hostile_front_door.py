@@ -308,6 +308,30 @@ class ParametersTest(FrontDoorTestCase):
                 self.assert_oauth_error(answer, "invalid_request")
                 self.assertIn(name, answer.json()["error_description"])
 
+    def test_what_the_site_or_dot_refuses_on_its_own_still_comes_as_an_oauth_error(self) -> None:
+        code, verifier = self.code()
+        for name, body, content_type in [
+            # DOT answers an error raised while the token is saved (invalid_target) with neither
+            # a JSON content type nor no-store.
+            (
+                "two empty resources",
+                urlencode([*self.code_exchange(code, verifier), ("resource", ""), ("resource", "")]),
+                FORM,
+            ),
+            # The site's middleware refuses these before any view runs.
+            ("a multipart body without a boundary", "grant_type=client_credentials", "multipart/form-data"),
+            ("U+0000 in a parameter", "grant_type=client_credentials&scope=%00", FORM),
+        ]:
+            with self.subTest(name):
+                answer = Client().post("/o/token/", body, content_type=content_type)
+                self.assertEqual(answer.status_code, 400, answer.content)
+                self.assertEqual(answer["Content-Type"], "application/json")
+                self.assertIn("no-store", answer["Cache-Control"])
+                self.assertIn(answer.json()["error"], {"invalid_request", "invalid_target"})
+        page = self.browser.post("/o/authorize/", "client_id=%00", content_type=FORM)
+        self.assertEqual(page.status_code, 400)
+        self.assertContains(page, "This request cannot be completed", status_code=400)
+
     def test_introspection_with_a_repeated_client_id_is_not_answered(self) -> None:
         answer = self.introspect(
             f"token={self.token}&client_id={self.stranger['client_id']}&client_id=resource-server"

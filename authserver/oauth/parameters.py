@@ -21,8 +21,9 @@ Each endpoint answers in its own format: JSON with ``Cache-Control: no-store`` (
 revocation, introspection and registration endpoints), or, at the authorization endpoint, what
 RFC 6749 §4.1.2.1 asks (``CodexAuthorizationView.parameters_refused``): the error page while the
 client or its redirect URI is in doubt, else a redirect to that URI with ``error``, ``state`` and
-``iss``. A form body in a charset other than UTF-8 is refused before anything reads it
-(``codex_site.middleware.FormCharsetMiddleware``), in the endpoint's format too (``answer_unreadable``).
+``iss``. What the site's middleware refuses before any view runs (a form body in a charset other
+than UTF-8, a body that cannot be read, U+0000) is answered in the endpoint's format too
+(``endpoint_refusal``), and so is an error DOT answers itself (``as_oauth_error``).
 """
 
 from collections.abc import Callable
@@ -163,6 +164,17 @@ def parameters_problem(request: HttpRequest, endpoint: Endpoint) -> Problem | No
     return None
 
 
+def as_oauth_error(response: HttpResponse) -> HttpResponse:
+    """An error answer of a DOT view as RFC 6749 §5.2 has it: JSON, never stored. (DOT answers an
+    oauthlib error raised outside a grant's validation, such as ``invalid_target`` while the token
+    is saved, with neither.)"""
+    if response.status_code >= 400:
+        response["Content-Type"] = "application/json"
+        response["Cache-Control"] = "no-store"
+        response["Pragma"] = "no-cache"
+    return response
+
+
 def oauth_error(problem: Problem) -> JsonResponse:
     """An OAuth error response (RFC 6749 §5.2): JSON, never stored."""
     response = JsonResponse({"error": problem.error, "error_description": problem.description}, status=400)
@@ -196,10 +208,11 @@ class ParametersFirst(CheckedParameters):
         return super().dispatch(request, *args, **kwargs)  # type: ignore[misc]
 
 
-def answer_unreadable(request: HttpRequest, description: str) -> HttpResponse | None:
-    """The answer of the OAuth endpoint at ``request``'s path to a request it cannot read (a form
-    body in a charset other than UTF-8), in that endpoint's format; None for any other path. Its
-    body is not read: every parameter is in doubt."""
+def endpoint_refusal(request: HttpRequest, description: str) -> HttpResponse | None:
+    """The answer of the OAuth endpoint at ``request``'s path to a request refused before its view
+    ran (a form body in a charset other than UTF-8, a body Django cannot read, U+0000 anywhere:
+    ``codex_site.middleware``), in that endpoint's format; None for any other path. Its body is
+    not read: every parameter is in doubt."""
     try:
         match = resolve(request.path_info)
     except Resolver404:

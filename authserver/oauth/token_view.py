@@ -34,4 +34,4 @@ class CodexTokenView(parameters.ParametersFirst, TokenView):
                 status=400,
                 headers={"Cache-Control": "no-store"},
             )
-        return super().post(request, *args, **kwargs)
+        return parameters.as_oauth_error(super().post(request, *args, **kwargs))
