@@ -10,7 +10,8 @@ authorization (its query, and the consent form's fields) and the registration en
 headers). It refuses, as ``invalid_request``:
 
 - a parameter sent twice, in the query or in the body (``resource`` excepted);
-- a required one missing or empty, per endpoint and per grant (``REQUIRED``, ``REQUIRED_BY_GRANT``);
+- a required one missing or empty, per endpoint and per grant (``Endpoint.required``,
+  ``REQUIRED_BY_GRANT``);
 - a value longer than ``MAX_CHARS`` (a JWT's ``MAX_JWT_CHARS``), and a body Django cannot read;
 - an Authorization header that is not ASCII, or whose Basic credentials are not base64 of
   UTF-8 ``client_id:client_secret`` (``authserver.clients.authentication.basic_credentials``, the
@@ -38,6 +39,7 @@ from django.urls import Resolver404, resolve
 from authserver.clients.assertions import MAX_ASSERTION_CHARS
 from authserver.clients.authentication import MalformedAuthorization, basic_credentials
 from authserver.enterprise.id_jag import GRANT_TYPE as JWT_BEARER
+from common.inputs import shown
 
 # RFC 8707: a client may ask for several resources by repeating the parameter.
 REPEATABLE = frozenset({"resource"})
@@ -117,13 +119,19 @@ def _read(params: Callable[[], QueryDict], where: str) -> QueryDict:
 
 
 def _checked_pairs(params: QueryDict, where: str) -> None:
-    """No parameter twice (but ``resource``), none too long."""
+    """No parameter twice (but ``resource``), none too long. (A name is shown cut and escaped: it
+    is the sender's, and goes back in the answer.)"""
     for name, values in params.lists():
         if len(values) > 1 and name not in REPEATABLE:
-            raise Problem(f"The {name} parameter was sent more than once (RFC 6749 §3.2)", names=frozenset({name}))
+            raise Problem(
+                f"The {shown(name, max_chars=60)} parameter was sent more than once in the {where} (RFC 6749 §3.2)",
+                names=frozenset({name}),
+            )
         limit = LONGER.get(name, MAX_CHARS)
         if any(len(value) > limit for value in values):
-            raise Problem(f"The {name} parameter is longer than {limit} characters", names=frozenset({name}))
+            raise Problem(
+                f"The {shown(name, max_chars=60)} parameter is longer than {limit} characters", names=frozenset({name})
+            )
 
 
 def _missing(params: QueryDict, required: tuple[str, ...], hint: str = "") -> None:
