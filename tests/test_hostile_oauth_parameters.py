@@ -643,10 +643,10 @@ def outcome(response) -> str:
     """``200``, ``302 error=access_denied``, ``400 invalid_request``: what a case came to."""
     status = response.status_code
     if status in {301, 302, 303}:
+        if response["Location"].startswith("/accounts/login/"):
+            return f"{status} to sign in"
         query = parse_qs(urlsplit(response["Location"]).query)
-        return f"{status} " + (
-            "code" if "code" in query else f"error={query['error'][0]}" if "error" in query else "elsewhere"
-        )
+        return f"{status} " + ("code" if "code" in query else f"error={query['error'][0]}")
     if status >= 400 and response.get("Content-Type", "").startswith("application/json"):
         return f"{status} {response.json().get('error')}"
     return str(status)
