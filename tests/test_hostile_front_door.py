@@ -332,6 +332,30 @@ class ParametersTest(FrontDoorTestCase):
         self.assertEqual(page.status_code, 400)
         self.assertContains(page, "This request cannot be completed", status_code=400)
 
+    def test_a_value_wider_than_the_column_dot_keeps_it_in_is_refused_before_the_consent_page(self) -> None:
+        # DOT keeps the challenge and the nonce in its Grant's varchar(128) and varchar(255): on
+        # PostgreSQL a longer one was a 500 once the person allowed (the fuzz found it there).
+        answer = self.browser.get(
+            "/o/authorize/",
+            {
+                "response_type": "code",
+                "client_id": self.public.client_id,
+                "redirect_uri": REDIRECT_URI,
+                "code_challenge": "a" * 129,
+                "code_challenge_method": "S256",
+                "state": "st-1",
+            },
+        )
+        self.assertEqual(answer.status_code, 302)
+        self.assertEqual(query_of(answer["Location"])["error"], "invalid_request")
+        self.assertEqual(query_of(answer["Location"])["state"], "st-1")
+        fields, _ = self.authorize(self.browser)
+        for name, size in [("code_challenge", 129), ("nonce", 256)]:
+            with self.subTest(name):
+                answer = self.browser.post("/o/authorize/", {**fields, name: "a" * size, "allow": "Authorize"})
+                self.assertNotIn("code=", answer.get("Location", ""))
+                self.assertIn("invalid_request", answer.get("Location", "") + answer.content.decode())
+
     def test_introspection_with_a_repeated_client_id_is_not_answered(self) -> None:
         answer = self.introspect(
             f"token={self.token}&client_id={self.stranger['client_id']}&client_id=resource-server"

@@ -12,7 +12,7 @@ headers). It refuses, as ``invalid_request``:
 - a parameter sent twice, in the query or in the body (``resource`` excepted);
 - a required one missing or empty, per endpoint and per grant (``Endpoint.required``,
   ``REQUIRED_BY_GRANT``);
-- a value longer than ``MAX_CHARS`` (a JWT's ``MAX_JWT_CHARS``), and a body Django cannot read;
+- a value longer than ``MAX_CHARS`` (or its own limit, ``LIMITS``), and a body Django cannot read;
 - an Authorization header that is not ASCII, or whose Basic credentials are not base64 of
   UTF-8 ``client_id:client_secret`` (``authserver.clients.authentication.basic_credentials``, the
   one reading of that header);
@@ -48,7 +48,17 @@ REPEATABLE = frozenset({"resource"})
 MAX_CHARS = 4_096
 # A client assertion or an ID-JAG: the modules that read them accept no longer.
 MAX_JWT_CHARS = MAX_ASSERTION_CHARS
-LONGER = {"assertion": MAX_JWT_CHARS, "client_assertion": MAX_JWT_CHARS}
+# Parameters with limits of their own: a JWT's, and what DOT keeps in a column of a fixed width
+# (its Grant's code_challenge and nonce: PostgreSQL refuses a longer value, a 500 once the person
+# allows; RFC 7636 §4.1 bounds a verifier, and so a challenge, at 128 characters).
+LIMITS = {
+    "assertion": MAX_JWT_CHARS,
+    "client_assertion": MAX_JWT_CHARS,
+    "code_challenge": 128,
+    "code_verifier": 128,
+    "code_challenge_method": 10,
+    "nonce": 255,
+}
 # Every parameter: a problem with it puts the client and its redirect URI in doubt.
 EVERYTHING = frozenset({"*"})
 
@@ -127,7 +137,7 @@ def _checked_pairs(params: QueryDict, where: str) -> None:
                 f"The {shown(name, max_chars=60)} parameter was sent more than once in the {where} (RFC 6749 §3.2)",
                 names=frozenset({name}),
             )
-        limit = LONGER.get(name, MAX_CHARS)
+        limit = LIMITS.get(name, MAX_CHARS)
         if any(len(value) > limit for value in values):
             raise Problem(
                 f"The {shown(name, max_chars=60)} parameter is longer than {limit} characters", names=frozenset({name})
