@@ -295,16 +295,16 @@ class ParametersTest(FrontDoorTestCase):
         self.assertEqual(answer.status_code, 200, answer.content)
 
     def test_a_missing_parameter_is_invalid_request_never_a_server_error(self) -> None:
-        for name, pairs in [
-            ("assertion", [("grant_type", JWT_BEARER)]),
-            ("code", [("grant_type", "authorization_code"), ("client_id", self.public.client_id)]),
-            ("refresh_token", [("grant_type", "refresh_token"), ("client_id", self.public.client_id)]),
-            ("grant_type", [("client_id", self.public.client_id)]),
+        stranger = {"HTTP_AUTHORIZATION": basic(self.stranger["client_id"], self.stranger["client_secret"])}
+        for name, pairs, headers in [
+            # A client that may present an ID-JAG, without one: an AttributeError (a 500) before.
+            ("assertion", [("grant_type", JWT_BEARER)], stranger),
+            ("code", [("grant_type", "authorization_code"), ("client_id", self.public.client_id)], {}),
+            ("refresh_token", [("grant_type", "refresh_token"), ("client_id", self.public.client_id)], {}),
+            ("grant_type", [("scope", "notes:read")], stranger),
         ]:
             with self.subTest(name):
-                answer = self.post_pairs(
-                    "/o/token/", pairs, HTTP_AUTHORIZATION=basic(self.agent.client_id, self.agent.secret)
-                )
+                answer = self.post_pairs("/o/token/", pairs, **headers)
                 self.assert_oauth_error(answer, "invalid_request")
                 self.assertIn(name, answer.json()["error_description"])
 
