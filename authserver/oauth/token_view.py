@@ -1,4 +1,5 @@
-"""The token endpoint, serving only the grants the metadata advertises.
+"""The token endpoint, serving only the grants the metadata advertises, its parameters read
+first (``authserver.oauth.parameters``: each once, each required one present).
 
 The validator refuses other grants too (``CodexOAuth2Validator.validate_grant_type``, which
 also serves client_credentials to people's headless agents only);
@@ -9,15 +10,22 @@ grant and would fail with a 500 on a request without ``device_code``.
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.utils.decorators import method_decorator
+from django.views.decorators.csrf import csrf_exempt
 from oauth2_provider.models import get_access_token_model
 from oauth2_provider.views import TokenView
 
+from authserver.oauth import parameters
 from authserver.oauth.validators import SERVED_GRANT_TYPES
 
 NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
 
 
-class CodexTokenView(TokenView):
+# Django reads CSRF exemption from the class's own dispatch (ParametersFirst's, here).
+@method_decorator(csrf_exempt, name="dispatch")
+class CodexTokenView(parameters.ParametersFirst, TokenView):
+    endpoint = parameters.TOKEN
+
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         grant_type = request.POST.get("grant_type")
         if grant_type is not None and grant_type not in SERVED_GRANT_TYPES:
@@ -29,7 +37,7 @@ class CodexTokenView(TokenView):
                 status=400,
                 headers={"Cache-Control": "no-store"},
             )
-        return super().post(request, *args, **kwargs)
+        return parameters.as_oauth_error(super().post(request, *args, **kwargs))
 
     def authorization_flow_token_response(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         # DOT's (a registered internal) reads the access token it has just issued back by its
