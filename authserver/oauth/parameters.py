@@ -38,6 +38,8 @@ from django.urls import Resolver404, resolve
 
 from authserver.clients.authentication import MalformedAuthorization, basic_credentials
 from authserver.clients.signed_jwt import MAX_JWT_CHARS
+from authserver.core import answers
+from authserver.core.answers import never_cached
 from authserver.enterprise.id_jag import GRANT_TYPE as JWT_BEARER
 from common.inputs import shown
 
@@ -186,17 +188,13 @@ def as_oauth_error(response: HttpResponse) -> HttpResponse:
     is saved, with neither.)"""
     if response.status_code >= 400:
         response["Content-Type"] = "application/json"
-        response["Cache-Control"] = "no-store"
-        response["Pragma"] = "no-cache"
+        never_cached(response)
     return response
 
 
 def oauth_error(problem: Problem) -> JsonResponse:
     """An OAuth error response (RFC 6749 §5.2): JSON, never stored."""
-    response = JsonResponse({"error": problem.error, "error_description": problem.description}, status=400)
-    response["Cache-Control"] = "no-store"
-    response["Pragma"] = "no-cache"
-    return response
+    return answers.oauth_error(problem.error, problem.description)
 
 
 class CheckedParameters:

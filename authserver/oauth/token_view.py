@@ -9,16 +9,15 @@ grant and would fail with a 500 on a request without ``device_code``.
 
 from typing import Any
 
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse
 from django.utils.decorators import method_decorator
 from django.views.decorators.csrf import csrf_exempt
 from oauth2_provider.models import get_access_token_model
 from oauth2_provider.views import TokenView
 
+from authserver.core.answers import oauth_error
 from authserver.oauth import parameters
 from authserver.oauth.validators import SERVED_GRANT_TYPES
-
-NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
 
 
 # Django reads CSRF exemption from the class's own dispatch (ParametersFirst's, here).
@@ -29,13 +28,8 @@ class CodexTokenView(parameters.ParametersFirst, TokenView):
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         grant_type = request.POST.get("grant_type")
         if grant_type is not None and grant_type not in SERVED_GRANT_TYPES:
-            return JsonResponse(
-                {
-                    "error": "unsupported_grant_type",
-                    "error_description": "This server serves only " + ", ".join(sorted(SERVED_GRANT_TYPES)),
-                },
-                status=400,
-                headers={"Cache-Control": "no-store"},
+            return oauth_error(
+                "unsupported_grant_type", "This server serves only " + ", ".join(sorted(SERVED_GRANT_TYPES))
             )
         return parameters.as_oauth_error(super().post(request, *args, **kwargs))
 
@@ -47,8 +41,4 @@ class CodexTokenView(parameters.ParametersFirst, TokenView):
         try:
             return super().authorization_flow_token_response(request, *args, **kwargs)
         except get_access_token_model().DoesNotExist:
-            return JsonResponse(
-                {"error": "invalid_grant", "error_description": "The grant was revoked as these tokens were issued"},
-                status=400,
-                headers=NO_STORE,
-            )
+            return oauth_error("invalid_grant", "The grant was revoked as these tokens were issued")

@@ -19,7 +19,7 @@ from django.views.decorators.csrf import csrf_exempt
 from oauth2_provider.cimd import is_cimd_client_id
 from oauth2_provider.exceptions import OAuthToolkitError
 from oauth2_provider.http import OAuth2ResponseRedirect
-from oauth2_provider.models import get_application_model
+from oauth2_provider.models import get_access_token_model, get_application_model
 from oauth2_provider.views import AuthorizationView, IntrospectTokenView, OAuthServerMetadataView, RevokeTokenView
 from oauth2_provider.views.dynamic_client_registration import DynamicClientRegistrationView
 from oauthlib.common import add_params_to_uri
@@ -39,6 +39,8 @@ from authserver.clients.registration import (
     registration_body_problem,
 )
 from authserver.core import policy
+from authserver.core.answers import never_cached, oauth_error
+from authserver.core.token_check import TokenRefused, check_access_token, token_checksum
 from authserver.enterprise import id_jag
 from authserver.oauth import parameters
 from authserver.oauth.parameters import CheckedParameters, ParametersFirst, Problem
@@ -52,9 +54,7 @@ _HOST = re.compile(r"[a-z0-9-]+(\.[a-z0-9-]+)*|[0-9a-f:.]+")
 
 
 def _too_many(message: str, retry_after: int) -> JsonResponse:
-    response = JsonResponse({"error": "too_many_requests", "error_description": message}, status=429)
-    response["Retry-After"] = str(retry_after)
-    return response
+    return oauth_error("too_many_requests", message, status=429, headers={"Retry-After": str(retry_after)})
 
 
 def _with_iss(url: str) -> str:
@@ -354,5 +354,23 @@ class ResourceServerIntrospectionView(ParametersFirst, IntrospectTokenView):
             response[name] = value
         if refusal.status_code == 401:
             response["WWW-Authenticate"] = 'Basic realm="introspection"'
-        response["Cache-Control"] = "no-store"
-        return response
+        return never_cached(response)
+
+    def get_token_response(self, token_value: str | None = None) -> HttpResponse:
+        # DOT's (a documented view method) judges a token by its own is_valid(): expiry and
+        # scopes. A token is active here exactly when /mcp would take it: the one check
+        # (authserver.core.token_check), which also asks the resource and whether its person may
+        # hold tokens; its row is then read for what introspection shows of it.
+        if token_value is None:
+            return oauth_error("invalid_request", "Send the token to introspect as the token parameter")
+        checksum = token_checksum(token_value)
+        try:
+            check_access_token(checksum)
+        except TokenRefused:
+            return never_cached(JsonResponse({"active": False}))
+        token = get_access_token_model().objects.select_related("user", "application").get(token_checksum=checksum)
+        data = {"active": True, "scope": token.scope, "exp": int(token.expires.timestamp()), "aud": token.resource}
+        if token.application is not None:
+            data["client_id"] = token.application.client_id
+        data["username"] = token.user.get_username()
+        return never_cached(JsonResponse(data))
