@@ -106,6 +106,25 @@ class SpentJti(models.Model):
         return f"{self.key[:12]}… until {self.expires_at:%Y-%m-%d %H:%M:%S}"
 
 
+class AttemptCount(models.Model):
+    """How many attempts one counter of ``authserver.core.attempts`` holds in one window of time:
+    failed client authentications per client network, per client, per client and network.
+
+    ``attempts`` reserves a unit with one conditional ``UPDATE ... SET count = count + 1 WHERE
+    count < limit`` before the work it bounds (a password hash), so concurrent attempts queue on
+    the row and no more than ``limit`` pass, and gives it back when the attempt succeeds. A table
+    rather than a cache entry for the reason ``SpentJti`` is one: a row is never evicted before
+    its window ends, and a database that cannot be written refuses the attempt."""
+
+    # sha256 of (counter, window start): one fixed-width column for any counter name.
+    key = models.CharField(max_length=64, unique=True)
+    count = models.PositiveIntegerField()
+    expires_at = models.DateTimeField(db_index=True)
+
+    def __str__(self) -> str:
+        return f"{self.key[:12]}…: {self.count} until {self.expires_at:%Y-%m-%d %H:%M:%S}"
+
+
 class HeadlessAgent(models.Model):
     """A program a person runs with no one at the keyboard, which gets tokens for that person's
     codex with the client-credentials grant (the MCP OAuth Client Credentials extension).

@@ -73,6 +73,7 @@ LIMIT_KINDS = (
     "metadata_documents",
     "sign_in_failures",
     "account_actions",
+    "client_authentication_failures",
 )
 
 _enabled = True

@@ -30,6 +30,7 @@ a line that begins with white space continues the record above it). In JSON a tr
 string ``exc_info``, on the record's one line.
 """
 
+import json
 import logging
 import re
 from datetime import UTC, datetime
@@ -151,7 +152,13 @@ class CodexJsonFormatter(OrjsonFormatter):
         but many viewers end a line at U+2028 or NEL). Each of them can only be inside a string
         of the line, where its ``\\uXXXX`` escape is the same JSON value. An ASCII line without
         DEL holds none of them: one check of a flag, and a search for one character."""
-        line = super().serialize_log_record(log_data)
+        try:
+            line = super().serialize_log_record(log_data)
+        except TypeError:
+            # orjson refuses a lone surrogate (a JSON-RPC id or a path may carry one, escaped as
+            # "\ud800"): the json module writes it as that same escape, so the line still reads
+            # back as what was sent.
+            line = self.prefix + json.dumps(log_data, default=self.json_default, separators=(",", ":"))
         return line if line.isascii() and "\x7f" not in line else one_line(line)
 
 

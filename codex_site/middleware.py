@@ -6,9 +6,12 @@ import logging
 from collections.abc import AsyncIterator, Callable, Iterator
 
 from asgiref.sync import sync_to_async
+from django.core.exceptions import BadRequest, SuspiciousOperation
 from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http.multipartparser import MultiPartParserError
 
+from authserver.oauth.parameters import endpoint_refusal
 from codex_site import errors
 from common.outage import UNAVAILABLE_ERRORS, log_database_unavailable
 from common.redirects import safe_next
@@ -48,6 +51,8 @@ class DatabaseUnavailableMiddleware:
 
 
 FORM_TYPES = frozenset({"application/x-www-form-urlencoded", "multipart/form-data"})
+# What reading a query or a form can raise: Django answers each with a 400.
+UNREADABLE_BODY = (BadRequest, SuspiciousOperation, MultiPartParserError)
 FORM_CHARSETS = frozenset({"utf-8", "utf8", "us-ascii", "ascii"})
 
 
@@ -58,7 +63,8 @@ class FormCharsetMiddleware:
     is first read, and its error handling reads ``request.POST`` again (the 400 page is
     CSRF-aware), so the refusal ended as "Exception in ASGI application". A
     browser never sends a charset on a form; UTF-8 (or its ASCII subset) is the only one
-    the pages and the OAuth endpoints read."""
+    the pages and the OAuth endpoints read. The OAuth endpoints answer it in their own format
+    (``authserver.oauth.parameters.endpoint_refusal``), everything else with a plain 415."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
@@ -67,6 +73,9 @@ class FormCharsetMiddleware:
         charset = request.content_params.get("charset")
         if request.content_type in FORM_TYPES and charset is not None and charset.lower() not in FORM_CHARSETS:
             logger.info("refused a %s body in charset %r on %s", request.content_type, charset[:40], request.path[:200])
+            # An OAuth endpoint answers in its own format (JSON, or the authorization page).
+            if (answer := endpoint_refusal(request, "Form bodies must be UTF-8")) is not None:
+                return answer
             return HttpResponse("Form bodies must be UTF-8.\n", status=415, content_type="text/plain; charset=utf-8")
         return self.get_response(request)
 
@@ -79,14 +88,28 @@ class NulCharacterMiddleware:
     entry field; client ids, codes, tokens, usernames and admin searches are ASCII or
     printable), and PostgreSQL cannot even compare with it: a lookup of a ``client_id``,
     a code or an admin search holding U+0000 raised ``DataError``, a 500. One check here
-    covers every view, DOT's and the admin's included."""
+    covers every view, DOT's and the admin's included. The OAuth endpoints answer the refusal in
+    their own format (``authserver.oauth.parameters.endpoint_refusal``), and a body this check
+    cannot read either (everywhere else Django's 400 answers that)."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        if where := _nul_in(request):
+        try:
+            where = _nul_in(request)
+        except UNREADABLE_BODY as error:
+            if (
+                answer := endpoint_refusal(request, f"The request cannot be read ({type(error).__name__})")
+            ) is not None:
+                return answer
+            raise
+        if where:
             logger.info("refused a request with U+0000 in its %s on %s", where, request.path[:200])
+            if (
+                answer := endpoint_refusal(request, f"U+0000 in the request's {where}: no value here may hold it")
+            ) is not None:
+                return answer
             return errors.bad_request(request)  # the site's 400 page, or JSON on the API paths
         return self.get_response(request)
 

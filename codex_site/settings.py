@@ -434,6 +434,13 @@ CODEX_FETCHES_AT_ONCE = envint("CODEX_FETCHES_AT_ONCE", 10)
 CODEX_FETCHES_AT_ONCE_PER_ADDRESS = envint("CODEX_FETCHES_AT_ONCE_PER_ADDRESS", 2)
 CODEX_FETCHES_AT_ONCE_PER_BLOCK = envint("CODEX_FETCHES_AT_ONCE_PER_BLOCK", 4)
 CODEX_FETCH_PATIENCE_SECONDS = envint("CODEX_FETCH_PATIENCE_SECONDS", 2)
+# Failed client authentications at the token, revocation and introspection endpoints
+# (authserver.clients.authentication), per minute: from one client network (an IPv4 address, an
+# IPv6 /64) against any client, and against one client from any network; past either, refused
+# before the secret is hashed (429). A network that has not failed against a client is still
+# checked while that client is at its limit: a stranger's failures never lock its own owner out.
+CODEX_CLIENT_AUTH_FAILURES_PER_NETWORK = envint("CODEX_CLIENT_AUTH_FAILURES_PER_NETWORK", 20)
+CODEX_CLIENT_AUTH_FAILURES_PER_CLIENT = envint("CODEX_CLIENT_AUTH_FAILURES_PER_CLIENT", 10)
 # Token introspection (RFC 7662) is for resource servers an operator provisions: the client ids
 # of confidential applications (made in the admin) allowed to introspect, comma-separated.
 # Anyone else gets 401. Empty: nobody may, and the metadata names no introspection endpoint.

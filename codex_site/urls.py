@@ -8,7 +8,6 @@ from django.views.generic import RedirectView
 from oauth2_provider import urls as dot_urls
 
 from authserver import admin as authserver_admin
-from authserver.clients.registration import GuardedRegistrationManagementView
 from authserver.enterprise import sso
 from authserver.enterprise.scim import views as scim_views
 from authserver.oauth import views as authserver_views
@@ -94,9 +93,10 @@ urlpatterns = [
     # This server's versions of DOT endpoints, resolved before DOT's own.
     path("o/authorize/", authserver_views.CodexAuthorizationView.as_view()),
     path("o/token/", CodexTokenView.as_view()),
+    path("o/revoke_token/", authserver_views.CodexRevokeTokenView.as_view()),
     path("o/introspect/", authserver_views.ResourceServerIntrospectionView.as_view()),
     path("o/register/", authserver_views.RateLimitedRegistrationView.as_view()),
-    path("o/register/<str:client_id>/", GuardedRegistrationManagementView.as_view()),
+    path("o/register/<str:client_id>/", authserver_views.CheckedRegistrationManagementView.as_view()),
     path("o/", include((OAUTH_ENDPOINTS, "oauth2_provider"))),
     # SCIM 2.0 provisioning for the organizations' identity providers (every path under it is
     # scim2-server's to route, so that an unknown one gets a SCIM 404).

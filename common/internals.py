@@ -226,11 +226,22 @@ REGISTER: tuple[Internal, ...] = (
     Internal(
         DOT,
         "OAuth2Validator._load_application (overridden: called for every client lookup, before DOT's "
-        "cimd.resolve_cimd_application and refresh_if_stale), OAuth2Validator._check_secret (overridden)",
+        "cimd.resolve_cimd_application and refresh_if_stale), OAuth2Validator._check_secret (overridden, and "
+        "handed to authserver.clients.authentication as the one comparison of a secret with the stored one)",
         ("authserver/oauth/validators.py",),
         "def _load_application",
         "an unknown metadata-document client is answered as unknown and nothing is fetched outside the "
-        "authorization endpoint; a public client's empty secret matches nothing",
+        "authorization endpoint; a public client's empty secret matches nothing; a secret is compared as DOT "
+        "compares it (hashed or not)",
+    ),
+    Internal(
+        DOT,
+        "OAuthLibCore.authenticate_client (what ClientProtectedResourceMixin calls for introspection) builds "
+        "an oauthlib Request and lets the validator's exceptions through",
+        ("authserver/oauth/views.py",),
+        "except errors.OAuth2Error as refused",
+        "introspection answers the one client authentication's own refusal (400 for credentials in two places, "
+        "429 past the failures' limits) instead of a bare 401",
     ),
     Internal(
         DOT,
@@ -239,6 +250,15 @@ REGISTER: tuple[Internal, ...] = (
         ("authserver/oauth/views.py", "authserver/signals.py"),
         "skip_authorization",
         "consent is always asked: the parameter is dropped before DOT reads it, and no application skips it",
+    ),
+    Internal(
+        DOT,
+        "AuthorizationView.form_valid answers Allow and Deny alike from the posted form, and only Allow's "
+        "redirect_uri is checked (by oauthlib's validate_authorization_request): Deny raises AccessDeniedError "
+        "and redirects to the posted redirect_uri as it is",
+        ("authserver/oauth/views.py",),
+        "Deny's included",
+        "every answer of the consent form goes only to a redirect URI the client registered",
     ),
     Internal(
         DOT,
@@ -304,6 +324,19 @@ REGISTER: tuple[Internal, ...] = (
         "OAuth2ResponseRedirect(",
         "the authorization view's redirect checks the scheme against the client's redirect URIs the rule "
         "accepts, also for an error DOT found before it loaded the client (it passes no application)",
+    ),
+    # --- oauthlib: client authentication (authserver.clients.authentication) --------------------
+    Internal(
+        OAUTHLIB,
+        "RequestValidator.authenticate_client raising an OAuth2Error (rather than answering False) is answered "
+        "as that error by every grant's create_token_response and by RevocationEndpoint (e.json, "
+        "e.status_code, e.headers); an OAuth2Error subclass overriding status_code and the headers property; "
+        "Request's body parameters read as attributes (client_secret, client_assertion, client_assertion_type: "
+        "getattr with a default, since an absent one not in Request._params raises AttributeError)",
+        ("authserver/clients/authentication.py", "authserver/oauth/validators.py"),
+        "authenticate_client",
+        "one client authentication for every endpoint, whose refusals say why (invalid_request for "
+        "credentials in two places, 429 with Retry-After past the failures' limits)",
     ),
     # --- oauthlib: the jwt-bearer grant DOT does not have ---------------------------------------
     Internal(

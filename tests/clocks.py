@@ -1,4 +1,5 @@
-"""A still clock for the fixed-window rate limits (``common.ratelimit``).
+"""A still clock for the fixed-window rate limits (``common.ratelimit``, and the failed client
+authentications' counters of ``authserver.core.attempts``).
 
 Those limits count in windows of the wall clock (a minute, ten minutes, an hour), so a test
 that makes its calls across a window's end sees the count start again. Inside
@@ -9,14 +10,36 @@ limits' clock: tokens, sessions and the cache keep the real time.
 
 import time
 from types import SimpleNamespace
+from typing import Any
 from unittest import mock
 
+from authserver.core import attempts
 from common import ratelimit
 
 
-def one_rate_window():
-    still = time.time() // 3600 * 3600 + 1830
-    return mock.patch.object(ratelimit, "time", SimpleNamespace(time=lambda: still))
+class one_rate_window:  # lower case: it reads as the function it was (`with one_rate_window():`)
+    """Both limits' clocks standing still, as a context manager or started and stopped."""
+
+    def __init__(self) -> None:
+        still = time.time() // 3600 * 3600 + 1830
+        self.patchers = [
+            mock.patch.object(ratelimit, "time", SimpleNamespace(time=lambda: still)),
+            mock.patch.object(attempts, "clock", lambda: still),
+        ]
+
+    def start(self) -> None:
+        for patcher in self.patchers:
+            patcher.start()
+
+    def stop(self) -> None:
+        for patcher in reversed(self.patchers):
+            patcher.stop()
+
+    def __enter__(self) -> None:
+        self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
 
 
 class SignInClock:

@@ -221,7 +221,7 @@ class HeadlessAgentFlowTest(LiveServerTestCase):
 
         # Without an assertion (or with an empty secret) it is not this agent.
         for data in ({"client_id": client_id}, {"client_id": client_id, "client_secret": ""}):
-            with self.assertLogs("authserver.oauth.validators", logging.WARNING):
+            with self.assertLogs("authserver.clients.authentication", logging.WARNING):
                 refused = self.token_request(**data)
             self.assertEqual((refused.status_code, refused.json()["error"]), (401, "invalid_client"), refused.text)
 
@@ -231,7 +231,7 @@ class HeadlessAgentFlowTest(LiveServerTestCase):
         )
         self.assertFalse(ClientKeys.objects.filter(client_id=client_id).exists())
         assertion = asyncio.run(signer.create_assertion_provider()(self.issuer))
-        with self.assertLogs("authserver.oauth.validators", logging.WARNING) as refusal:
+        with self.assertLogs("authserver.clients.authentication", logging.WARNING) as refusal:
             refused = self.token_request(
                 client_assertion_type="urn:ietf:params:oauth:client-assertion-type:jwt-bearer",
                 client_assertion=assertion,

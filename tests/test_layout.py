@@ -172,3 +172,9 @@ class RequirementsTest(SimpleTestCase):
             self.assertNotIn(f"\n{package}==", runtime)
             self.assertIn(f"\n{package}==", tests)
         self.assertIn("\n-r requirements.txt\n", tests)
+
+
+class ReadmeTest(SimpleTestCase):
+    def test_the_readme_stays_short_enough_for_a_newcomer(self) -> None:
+        lines = (ROOT / "README.md").read_text().splitlines()
+        self.assertLessEqual(len(lines), 200, "README.md is for a newcomer: move detail to docs/")

@@ -405,6 +405,44 @@ class IntrospectionTest(OAuthServerTestCase):
         unknown = httpx2.post(self.base + "/o/introspect/", data={"token": "no-such-token"}, auth=auth).json()
         self.assertEqual(unknown, {"active": False})
 
+    def introspect(self, token: str) -> httpx2.Response:
+        Application = get_application_model()
+        Application.objects.get_or_create(
+            client_id="resource-server",
+            defaults={
+                "name": "Introspecting resource server",
+                "client_secret": "resource-server-secret",
+                "client_type": Application.CLIENT_CONFIDENTIAL,
+                "authorization_grant_type": Application.GRANT_CLIENT_CREDENTIALS,
+            },
+        )
+        auth = ("resource-server", "resource-server-secret")
+        return httpx2.post(self.base + "/o/introspect/", data={"token": token}, auth=auth)
+
+    def test_a_token_the_mcp_endpoint_refuses_introspects_as_inactive(self) -> None:
+        # One verdict on a token: the one /mcp gives (authserver.core.token_check). A person
+        # deactivated by a bulk update (no signal: their tokens stay in the table) holds tokens
+        # /mcp refuses; so is a token bound to another resource.
+        tokens = self.tokens()
+        self.assertTrue(self.introspect(tokens["access_token"]).json()["active"])
+        type(self.alice).objects.filter(pk=self.alice.pk).update(is_active=False)
+        self.assertEqual(self.mcp_status(tokens["access_token"]), 401)
+        self.assertEqual(self.introspect(tokens["access_token"]).json(), {"active": False})
+        type(self.alice).objects.filter(pk=self.alice.pk).update(is_active=True)
+        get_access_token_model().objects.filter(token_checksum=token_checksum(tokens["access_token"])).update(
+            resource=["https://elsewhere.example/mcp"]
+        )
+        self.assertEqual(self.mcp_status(tokens["access_token"]), 401)
+        self.assertEqual(self.introspect(tokens["access_token"]).json(), {"active": False})
+
+    def test_no_introspection_answer_is_stored_by_a_cache(self) -> None:
+        tokens = self.tokens()
+        for token in (tokens["access_token"], "no-such-token"):
+            with self.subTest(active=token != "no-such-token"):
+                answer = self.introspect(token)
+                self.assertEqual(answer.status_code, 200)
+                self.assertEqual(answer.headers["cache-control"], "no-store")
+
 
 class MetadataDocumentAllowListTest(OAuthServerTestCase):
     def test_a_client_id_host_outside_the_allow_list_is_never_fetched(self) -> None:

@@ -54,6 +54,7 @@ from oauth2_provider.views.dynamic_client_registration import DynamicClientRegis
 
 from authserver.clients.redirect_uris import RedirectURIRefused, redirect_uris_check
 from authserver.core import policy
+from authserver.core.answers import never_cached, oauth_error
 from authserver.models import ClientKeys, PendingRegistration
 from common.inputs import JSONRefused, json_document, name_problem, shown
 
@@ -69,7 +70,7 @@ EXPIRED_PER_RUN = 200
 
 
 def _invalid_metadata(description: str) -> JsonResponse:
-    return JsonResponse({"error": "invalid_client_metadata", "error_description": description}, status=400)
+    return oauth_error("invalid_client_metadata", description)
 
 
 def _invalid_redirect_uri(refused: RedirectURIRefused) -> JsonResponse:
@@ -77,7 +78,7 @@ def _invalid_redirect_uri(refused: RedirectURIRefused) -> JsonResponse:
     if uri := refused.shown_uri():
         subject += f" ({uri})"
     description = f"{subject}: {refused.problem}; {refused.fix}"
-    return JsonResponse({"error": refused.code, "error_description": description}, status=400)
+    return oauth_error(refused.code, description)
 
 
 def _is_json(content_type: str) -> bool:
@@ -144,17 +145,11 @@ def registration_body_problem(request: HttpRequest) -> JsonResponse | None:
     return None
 
 
-def never_cached(response: HttpResponse) -> HttpResponse:
-    response["Cache-Control"] = "no-store"
-    response["Pragma"] = "no-cache"
-    return response
-
-
 def refused_by_policy(reason: str) -> JsonResponse:
     """The answer, and the audit line, of a registration (or an update of one) while the
     operator's policy has Dynamic Client Registration off."""
     policy.refused(policy.DYNAMIC_REGISTRATION, reason=reason)
-    return JsonResponse({"error": "access_denied", "error_description": policy.DCR_REFUSAL}, status=403)
+    return oauth_error("access_denied", policy.DCR_REFUSAL, status=403)
 
 
 class NeverCachedMixin:

@@ -312,7 +312,8 @@ class IdJagGrant(GrantTypeBase):
         # fetch slots, should the IdP's key set be fetched.
         try:
             claims, provider = verify(
-                request.assertion,
+                # oauthlib's Request raises AttributeError for a parameter that was not sent.
+                getattr(request, "assertion", None),
                 client_id=request.client.client_id,
                 now=time.time(),
                 network=oauthlib_client_network(request),

@@ -21,8 +21,9 @@ from typing import Any
 from corsheaders.signals import check_request_enabled
 from django.conf import settings
 from django.dispatch import receiver
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse
 
+from authserver.core.answers import oauth_error
 from common.origins import origin_allowed
 
 logger = logging.getLogger(__name__)
@@ -54,7 +55,5 @@ class OriginGuardMiddleware:
         origin = request.headers.get("origin")
         if origin is not None and cors_path(request) and not origin_allowed(origin):
             logger.info("refused a request from origin %r on %s", origin[:100], request.path[:200])
-            response = JsonResponse(REFUSAL, status=403)
-            response["Cache-Control"] = "no-store"
-            return response
+            return oauth_error(REFUSAL["error"], REFUSAL["error_description"], status=403)
         return self.get_response(request)

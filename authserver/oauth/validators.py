@@ -1,6 +1,7 @@
-"""django-oauth-toolkit's request validator, pinned to this server's one resource, with
-``private_key_jwt`` for clients whose metadata document declares it, and the client-credentials
-grant for people's headless agents only (``authserver.clients.agents``).
+"""django-oauth-toolkit's request validator, pinned to this server's one resource, with one
+client authentication for every endpoint (``authserver.clients.authentication``: secrets,
+``private_key_jwt``, public clients), and the client-credentials grant for people's headless
+agents only (``authserver.clients.agents``).
 
 RFC 8707 audience binding: every grant and token is bound to exactly
 ``CODEX_RESOURCE_URL``. A request without ``resource`` is pinned to it; any other
@@ -19,7 +20,7 @@ from oauth2_provider.models import get_access_token_model, get_grant_model, get_
 from oauth2_provider.oauth2_validators import OAuth2Validator
 from oauthlib.oauth2.rfc6749 import errors
 
-from authserver.clients import agents, assertions, cimd, registration
+from authserver.clients import agents, authentication, cimd, registration
 from authserver.core import exchange, policy
 from authserver.core.token_check import token_checksum
 from authserver.core.tokens import PersonShutOut
@@ -80,47 +81,40 @@ class AgentRevokedError(errors.InvalidClientError):
 
 
 class CodexOAuth2Validator(OAuth2Validator):
-    # --- client authentication: private_key_jwt (authserver.clients.assertions) ---------------
-    # oauthlib asks client_authentication_required first, then authenticate_client (or, when
-    # not required, authenticate_client_id), on the token and the revocation endpoints.
+    # --- client authentication: one function for every endpoint (authserver.clients.authentication)
+    # oauthlib asks client_authentication_required first, then authenticate_client (or, when not
+    # required, authenticate_client_id), at the token and revocation endpoints; DOT's introspection
+    # view calls authenticate_client. Authentication is always "required" here, so that every
+    # request reaches the one function, which tells a public client (method none) apart itself.
 
     def client_authentication_required(self, request, *args, **kwargs):
-        if assertions.presented(request) or self._client_keys(request.client_id) is not None:
-            return True
-        return super().client_authentication_required(request, *args, **kwargs)
+        return True
 
     def authenticate_client(self, request, *args, **kwargs):
-        client_id = request.client_id or assertions.claimed_client_id(getattr(request, "client_assertion", None))
-        keys = self._client_keys(client_id)
-        if keys is None and not assertions.presented(request):
-            return super().authenticate_client(request, *args, **kwargs)
+        """The client the request authenticated as (``request.client``), or an oauthlib error
+        saying why not: ``authentication.client_authenticate`` decides, from what it verified."""
         try:
-            if keys is None:
-                raise assertions.AssertionRefused(
-                    "this client does not authenticate with private_key_jwt (its metadata document declares no keys, "
-                    "or it is a headless agent made with a secret, or revoked)"
-                )
-            # Loads the client, and fetches its document again when DOT's copy is stale: the
-            # keys are read after it, as that document declares them.
-            if not self.validate_client_id(client_id, request):
-                raise assertions.AssertionRefused("the client's metadata document could not be used")
-            keys = self._client_keys(client_id)
-            if keys is None:
-                raise assertions.AssertionRefused("the client's metadata document no longer declares keys")
-            assertions.authenticate(
-                client_id=client_id,
-                keys=keys,
-                assertion_type=getattr(request, "client_assertion_type", None),
-                assertion=getattr(request, "client_assertion", None),
-                endpoint=urlsplit(request.uri).path.removeprefix("/o/"),
-                now=assertions.now(),
-                network=_network_of(request),
+            presented = authentication.Presented.of(
+                authorization=request.headers.get("HTTP_AUTHORIZATION"),
+                param=lambda name: getattr(request, name, None),
             )
-        except assertions.AssertionRefused as refused:
-            logger.warning("client assertion refused for %r: %s", (client_id or "")[:255], refused)
-            raise errors.InvalidClientError(description=str(refused), request=request) from None
-        request.client_id = client_id
+        except authentication.MalformedAuthorization as malformed:
+            raise errors.InvalidRequestError(description=str(malformed), request=request) from None
+        authenticated = authentication.client_authenticate(
+            presented=presented,
+            endpoint=urlsplit(request.uri).path.removeprefix("/o/"),
+            network=_network_of(request) or "unknown",
+            load=lambda client_id: self._load_application(client_id, request),
+            check_secret=self._check_secret,
+            grant_type=getattr(request, "grant_type", None),
+        )
+        request.client = authenticated.application
+        request.client_id = authenticated.application.client_id
         return True
+
+    def authenticate_client_id(self, client_id, request, *args, **kwargs):
+        # Not reached while client_authentication_required says True; the same door if it is.
+        return self.authenticate_client(request, *args, **kwargs)
 
     def _check_secret(self, provided_secret, stored_secret):
         # A private DOT hook (registered in common.internals): a public client is saved with no
@@ -154,12 +148,6 @@ class CodexOAuth2Validator(OAuth2Validator):
                 return None
             cimd.refresh_if_stale(application, network=_network_of(request))
         return super()._load_application(client_id, request)
-
-    @staticmethod
-    def _client_keys(client_id):
-        if not isinstance(client_id, str) or not client_id:
-            return None
-        return assertions.keys_of(client_id)
 
     # --- scopes -------------------------------------------------------------------------------
 

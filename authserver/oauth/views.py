@@ -5,28 +5,32 @@ per-network limit), dynamic registration with a clear 429 (or 403 when the opera
 turns it off), the server metadata, and introspection for the resource servers an operator
 provisions. The connected-applications pages are in ``authserver.people.connected``."""
 
-import base64
-import binascii
 import json
 import re
 from typing import Any
-from urllib.parse import parse_qsl, unquote_plus, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from csp.decorators import csp_replace
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.utils.decorators import method_decorator
+from django.views.decorators.csrf import csrf_exempt
 from oauth2_provider.cimd import is_cimd_client_id
 from oauth2_provider.exceptions import OAuthToolkitError
 from oauth2_provider.http import OAuth2ResponseRedirect
-from oauth2_provider.models import get_application_model
-from oauth2_provider.views import AuthorizationView, IntrospectTokenView, OAuthServerMetadataView
+from oauth2_provider.models import get_access_token_model, get_application_model
+from oauth2_provider.views import AuthorizationView, IntrospectTokenView, OAuthServerMetadataView, RevokeTokenView
 from oauth2_provider.views.dynamic_client_registration import DynamicClientRegistrationView
+from oauthlib.common import add_params_to_uri
+from oauthlib.oauth2.rfc6749 import errors
 
 import codex_metrics
 from authserver.clients import assertions, cimd
+from authserver.clients.authentication import INTROSPECTION_AUTH_METHODS
 from authserver.clients.redirect_uris import destination, redirect_schemes
 from authserver.clients.registration import (
+    GuardedRegistrationManagementView,
     NeverCachedMixin,
     expire_pending,
     pending_refusal,
@@ -35,7 +39,11 @@ from authserver.clients.registration import (
     registration_body_problem,
 )
 from authserver.core import policy
+from authserver.core.answers import never_cached, oauth_error
+from authserver.core.token_check import TokenRefused, check_access_token, token_checksum
 from authserver.enterprise import id_jag
+from authserver.oauth import parameters
+from authserver.oauth.parameters import CheckedParameters, ParametersFirst, Problem
 from authserver.oauth.refusals import explain, policy_refusal
 from common.ratelimit import allow, client_network
 
@@ -46,9 +54,7 @@ _HOST = re.compile(r"[a-z0-9-]+(\.[a-z0-9-]+)*|[0-9a-f:.]+")
 
 
 def _too_many(message: str, retry_after: int) -> JsonResponse:
-    response = JsonResponse({"error": "too_many_requests", "error_description": message}, status=429)
-    response["Retry-After"] = str(retry_after)
-    return response
+    return oauth_error("too_many_requests", message, status=429, headers={"Retry-After": str(retry_after)})
 
 
 def _with_iss(url: str) -> str:
@@ -90,7 +96,7 @@ def _without(query: Any, names: tuple[str, ...]) -> Any:
     return kept
 
 
-class CodexAuthorizationView(AuthorizationView):
+class CodexAuthorizationView(CheckedParameters, AuthorizationView):
     """DOT's authorization endpoint with this server's consent page.
 
     Consent is always asked (``REQUEST_APPROVAL_PROMPT`` is "force"): a request's
@@ -105,7 +111,12 @@ class CodexAuthorizationView(AuthorizationView):
     CONSENT_SKIPPING = ("approval_prompt",)
     fetched = None  # what fetching a new client's document came to, in this request
 
+    endpoint = parameters.AUTHORIZATION
+
     def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        # First of all: the request's parameters, read once (authserver.oauth.parameters).
+        if (refused := self.parameters_refusal(request)) is not None:
+            return refused
         if any(name in request.GET for name in self.CONSENT_SKIPPING):
             request.GET = _without(request.GET, self.CONSENT_SKIPPING)
         client_id = request.GET.get("client_id", "")
@@ -160,12 +171,35 @@ class CodexAuthorizationView(AuthorizationView):
 
     def form_valid(self, form: Any) -> HttpResponse:
         # DOT looks the client up with .get(): an unknown client_id would be a 500.
-        if not get_application_model().objects.filter(client_id=form.cleaned_data["client_id"]).exists():
+        application = get_application_model().objects.filter(client_id=form.cleaned_data["client_id"]).first()
+        if application is None:
             return self._refused("The approval form names an application this server does not know.")
+        # Every answer of the form, Deny's included, goes only to a redirect URI the client
+        # registered: DOT checks the posted one when the person allows, and redirects a denial to
+        # it unchecked.
+        if not application.redirect_uri_allowed(form.cleaned_data["redirect_uri"]):
+            return self._refused("The approval form names an address the application did not register.")
         return super().form_valid(form)
 
+    def parameters_refused(self, problem: Problem) -> HttpResponse:
+        """RFC 6749 §4.1.2.1: while the client or its redirect URI is in doubt (sent twice, missing,
+        unknown, not registered, or a body that cannot be read), the person sees the error page;
+        otherwise the error goes back to that redirect URI, with the state (when sent once) and iss."""
+        if problem.concerns("client_id", "redirect_uri"):
+            return self._refused(problem.description)
+        params = self.request.GET if self.request.method == "GET" else self.request.POST
+        client_id, redirect_uri = params.get("client_id"), params.get("redirect_uri")
+        application = get_application_model().objects.filter(client_id=client_id).first() if client_id else None
+        if application is None or not redirect_uri or not application.redirect_uri_allowed(redirect_uri):
+            return self._refused(problem.description)
+        answer = [("error", problem.error), ("error_description", problem.description)]
+        if not problem.concerns("state") and (state := params.get("state")):
+            answer.append(("state", state))
+        return self.redirect(add_params_to_uri(redirect_uri, answer), application)
+
     def _refused(self, description: str) -> HttpResponse:
-        """The consent page's error form, for a POST that no consent page could have sent."""
+        """The consent page's error form (400): a request whose client or redirect URI is in doubt,
+        or a POST that no consent page could have sent."""
         error = {"error": "invalid_request", "description": description}
         return render(self.request, self.template_name, {"error": error}, status=400)
 
@@ -208,10 +242,14 @@ class CodexAuthorizationView(AuthorizationView):
         return context
 
 
-class RateLimitedRegistrationView(NeverCachedMixin, DynamicClientRegistrationView):
+@method_decorator(csrf_exempt, name="dispatch")
+class RateLimitedRegistrationView(ParametersFirst, NeverCachedMixin, DynamicClientRegistrationView):
     """RFC 7591 registration (never cached): at most CODEX_DCR_RATE_LIMIT per client address
     per hour, and only while the address and the server have room for one more registration
-    waiting for a person's approval (``authserver.clients.registration``)."""
+    waiting for a person's approval (``authserver.clients.registration``). Its headers are read
+    first (``authserver.oauth.parameters``)."""
+
+    endpoint = parameters.REGISTRATION
 
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         if not policy.dcr_enabled():
@@ -264,45 +302,43 @@ class CodexServerMetadataView(OAuthServerMetadataView):
         return answer
 
 
-# How a resource server authenticates at introspection: its client secret, and nothing else.
-INTROSPECTION_AUTH_METHODS = ("client_secret_basic", "client_secret_post")
+@method_decorator(csrf_exempt, name="dispatch")
+class CheckedRegistrationManagementView(ParametersFirst, GuardedRegistrationManagementView):
+    """RFC 7592 client configuration, its headers read first (``authserver.oauth.parameters``)."""
+
+    endpoint = parameters.REGISTRATION
 
 
-def _introspecting_client_id(request: HttpRequest) -> str | None:
-    """The client id a request to introspection authenticates as, by Basic or by its body; None
-    for anything else (a client assertion, a bearer token, no credentials)."""
-    if request.POST.get("client_assertion") or request.POST.get("client_assertion_type"):
-        return None
-    scheme, _, credentials = request.META.get("HTTP_AUTHORIZATION", "").partition(" ")
-    if scheme.lower() == "basic":
-        try:
-            decoded = base64.b64decode(credentials, validate=True).decode("utf-8")
-        except (binascii.Error, UnicodeDecodeError):
-            return None
-        client_id, separator, _ = decoded.partition(":")
-        return unquote_plus(client_id) if separator else None
-    if scheme:
-        return None
-    return request.POST.get("client_id") or None
+@method_decorator(csrf_exempt, name="dispatch")
+class CodexRevokeTokenView(ParametersFirst, RevokeTokenView):
+    """RFC 7009 revocation, its parameters read first (``authserver.oauth.parameters``); the
+    client authenticates as at the token endpoint (``authserver.clients.authentication``)."""
+
+    endpoint = parameters.REVOCATION
 
 
-class ResourceServerIntrospectionView(IntrospectTokenView):
+@method_decorator(csrf_exempt, name="dispatch")
+class ResourceServerIntrospectionView(ParametersFirst, IntrospectTokenView):
     """RFC 7662 introspection, for the resource servers an operator provisions only: a
     confidential client whose id is in ``CODEX_INTROSPECTION_CLIENTS``, with its secret (Basic or
-    the body, as the metadata says). Anyone else gets 401 before any token is looked at: a client
-    registered a moment ago learns nothing of other people's tokens. POST only (a token in a URL
-    ends up in logs)."""
+    the body, as the metadata says), as ``authserver.clients.authentication`` verified it. Anyone
+    else gets 401 (or that function's other refusals: 400 for credentials in two places, 429 past
+    the failures' limits) before any token is looked at: a client registered a moment ago learns
+    nothing of other people's tokens. POST only (a token in a URL ends up in logs)."""
 
     http_method_names = ["post", "options"]
+    endpoint = parameters.INTROSPECTION
+    refusal: errors.OAuth2Error | None = None
 
     def authenticate_client(self, request: HttpRequest) -> bool:
-        client_id = _introspecting_client_id(request)
-        if client_id is None or client_id not in settings.CODEX_INTROSPECTION_CLIENTS:
+        # DOT's wrapper hands the request to the validator's authenticate_client, which is
+        # authserver.clients.authentication's one door: it admits only a listed resource server,
+        # by the secret it verified, and raises saying why for anyone else.
+        try:
+            return super().authenticate_client(request)
+        except errors.OAuth2Error as refused:
+            self.refusal = refused
             return False
-        Application = get_application_model()
-        if not Application.objects.filter(client_id=client_id, client_type=Application.CLIENT_CONFIDENTIAL).exists():
-            return False
-        return super().authenticate_client(request)
 
     def verify_request(self, request: HttpRequest) -> tuple[bool, Any]:
         # DOT also lets a bearer token with an "introspection" scope in; no token of this server
@@ -310,15 +346,31 @@ class ResourceServerIntrospectionView(IntrospectTokenView):
         return False, None
 
     def unauthenticated_response(self, request: HttpRequest, oauthlib_request: Any = None) -> HttpResponse:
-        response = JsonResponse(
-            {
-                "error": "invalid_client",
-                "error_description": (
-                    "Only the resource servers this server's operator provisions may introspect tokens"
-                ),
-            },
-            status=401,
+        refusal = self.refusal or errors.InvalidClientError(
+            description="Only the resource servers this server's operator provisions may introspect tokens"
         )
-        response["WWW-Authenticate"] = 'Basic realm="introspection"'
-        response["Cache-Control"] = "no-store"
-        return response
+        response = HttpResponse(refusal.json, status=refusal.status_code, content_type="application/json")
+        for name, value in refusal.headers.items():
+            response[name] = value
+        if refusal.status_code == 401:
+            response["WWW-Authenticate"] = 'Basic realm="introspection"'
+        return never_cached(response)
+
+    def get_token_response(self, token_value: str | None = None) -> HttpResponse:
+        # DOT's (a documented view method) judges a token by its own is_valid(): expiry and
+        # scopes. A token is active here exactly when /mcp would take it: the one check
+        # (authserver.core.token_check), which also asks the resource and whether its person may
+        # hold tokens; its row is then read for what introspection shows of it.
+        if token_value is None:
+            return oauth_error("invalid_request", "Send the token to introspect as the token parameter")
+        checksum = token_checksum(token_value)
+        try:
+            check_access_token(checksum)
+        except TokenRefused:
+            return never_cached(JsonResponse({"active": False}))
+        token = get_access_token_model().objects.select_related("user", "application").get(token_checksum=checksum)
+        data = {"active": True, "scope": token.scope, "exp": int(token.expires.timestamp()), "aud": token.resource}
+        if token.application is not None:
+            data["client_id"] = token.application.client_id
+        data["username"] = token.user.get_username()
+        return never_cached(JsonResponse(data))
