@@ -42,17 +42,16 @@ def parse_networks(values: Iterable[str]) -> tuple[Network, ...]:
 def scrape_allowed(
     *,
     client: ipaddress.IPv4Address | ipaddress.IPv6Address | None,
-    authorization: str | None,
+    presented: str | None,
     networks: Iterable[Network],
     token: str,
 ) -> bool:
     """Whether this request may read the metrics: its client address (as the caller parsed it,
-    ``common.ratelimit.client_ip``: None when there is none) is in ``networks``, or it carries
-    the bearer ``token`` (when one is configured)."""
-    if token and authorization:
-        scheme, _, given = authorization.partition(" ")
-        if scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode()):
-            return True
+    ``common.ratelimit.client_ip``: None when there is none) is in ``networks``, or the bearer
+    credential it ``presented`` (as the caller read it, ``common.inputs.bearer_credential``) is
+    the ``token`` (when one is configured)."""
+    if token and presented is not None and hmac.compare_digest(presented.encode(), token.encode()):
+        return True
     return client is not None and any(client in network for network in networks)
 
 

@@ -12,6 +12,7 @@ from django.templatetags.static import static
 import codex_metrics
 from codex_metrics import exposition
 from codex_site.middleware import unavailable_response
+from common.inputs import bearer_credential
 from common.outage import UNAVAILABLE_ERRORS, log_database_unavailable
 from common.ratelimit import client_ip
 from notebook import quotas
@@ -61,7 +62,7 @@ def metrics(request: HttpRequest) -> HttpResponse:
     """The Prometheus scrape, for allowed addresses or the metrics token only; 404 for anyone else."""
     allowed = codex_metrics.enabled() and exposition.scrape_allowed(
         client=client_ip(request),
-        authorization=request.headers.get("authorization"),
+        presented=bearer_credential(request.headers.get("authorization")),
         networks=exposition.parse_networks(settings.CODEX_METRICS_ALLOW),
         token=settings.CODEX_METRICS_TOKEN,
     )

@@ -1,5 +1,5 @@
 """The rules every page and endpoint applies to what a person or a client sends, in one
-place: integers from query strings and headers, JSON from strangers, texts bound for the
+place: integers from query strings and headers, bearer credentials, JSON from strangers, texts bound for the
 database, a template or a terminal, and names. Below every app (``notebook.validation`` reads
 its text rule from here too).
 
@@ -47,6 +47,17 @@ def ascii_int(value: str | None, *, max_value: int) -> int | None:
         return None
     number = int(value)
     return number if number <= max_value else None
+
+
+def bearer_credential(authorization: str | None) -> str | None:
+    """The credential of an ``Authorization: Bearer <credential>`` header (the scheme in any
+    case, RFC 9110 §11.1; the credential without the spaces around it), or None: every door that
+    takes a bearer credential (/mcp, SCIM, /metrics) reads it here, and never from the query."""
+    scheme, _, credential = (authorization or "").partition(" ")
+    credential = credential.strip()
+    if scheme.lower() != "bearer" or not credential:
+        return None
+    return credential
 
 
 def text_problem(value: object, *, max_chars: int | None, what: str, controls: bool = False) -> str | None:

@@ -30,6 +30,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from common import tracing
+from common.inputs import ascii_int, bearer_credential
 from common.origins import origin_allowed
 from mcp_endpoint import auth, discovery, versions
 from mcp_endpoint.auth import ALL_SCOPES, TokenMissing, TokenRefused
@@ -100,17 +101,6 @@ def request_headers(scope: Scope) -> dict[str, str]:
     return {name.decode("latin-1"): value.decode("latin-1") for name, value in reversed(scope["headers"])}
 
 
-def _bearer_token(headers: Mapping[str, str]) -> str | None:
-    """The token from ``Authorization: Bearer <token>``; never from the query string."""
-    value = headers.get("authorization")
-    if not value:
-        return None
-    scheme, _, token = value.partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        return None
-    return token.strip()
-
-
 def _parse(body: bytes) -> Any:
     """The body as JSON, parsed once for every guard that looks into it; None if malformed.
 
@@ -172,12 +162,9 @@ def _host_allowed(host: str) -> bool:
 
 async def _read_body(receive: Receive, declared: str | None) -> bytes | None:
     """The whole body, or None once it exceeds MAX_BODY_BYTES (checked before parsing)."""
-    if declared is not None:
-        try:
-            if int(declared) > MAX_BODY_BYTES:
-                return None
-        except ValueError:
-            pass
+    declared_bytes = ascii_int(declared, max_value=2**63 - 1)
+    if declared_bytes is not None and declared_bytes > MAX_BODY_BYTES:
+        return None
     chunks = bytearray()
     while True:
         message = await receive()
@@ -303,7 +290,7 @@ async def _before_the_token(
     body = await _read_body(receive, headers.get("content-length")) if scope["method"] == "POST" else b""
     if body is None:
         return _plain_error(413, f"Request body exceeds {MAX_BODY_BYTES} bytes"), "", b""
-    raw_token = _bearer_token(headers)
+    raw_token = bearer_credential(headers.get("authorization"))
     if raw_token is None:
         hint = "Send the access token in the Authorization header"
         if b"access_token=" in scope.get("query_string", b""):

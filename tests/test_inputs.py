@@ -4,13 +4,14 @@ tests/test_inputs_at_every_door.py."""
 
 import json
 import math
+from pathlib import Path
 
 from django.test import SimpleTestCase
 from hypothesis import given
 from hypothesis import settings as examples
 from hypothesis import strategies as st
 
-from common.inputs import SURROGATE, JSONRefused, json_document, name_cleaned, name_problem
+from common.inputs import SURROGATE, JSONRefused, bearer_credential, json_document, name_cleaned, name_problem
 
 # JSON as json.dumps writes it from values any client could mean: texts without lone surrogates,
 # finite numbers.
@@ -189,3 +190,32 @@ class NameRuleTest(SimpleTestCase):
         self.assertEqual(len(cleaned), len(name))
         self.assertIsNone(name_problem(cleaned, max_chars=40, what="the name"))
         self.assertEqual(cleaned == name, name_problem(name, max_chars=40, what="the name") is None)
+
+
+class BearerCredentialTest(SimpleTestCase):
+    def test_the_credential_of_a_bearer_header_and_nothing_else(self) -> None:
+        cases = {
+            "Bearer abc": "abc",
+            "bearer  abc ": "abc",
+            "BEARER abc": "abc",
+            "Bearer": None,
+            "Bearer   ": None,
+            "Basic abc": None,
+            "Bearerabc": None,
+            "": None,
+            None: None,
+        }
+        for header, credential in cases.items():
+            with self.subTest(header=header):
+                self.assertEqual(bearer_credential(header), credential)
+
+    def test_every_door_reads_a_bearer_header_through_it(self) -> None:
+        # /mcp, SCIM and /metrics each parsed the header themselves, one way each.
+        root = Path(__file__).resolve().parent.parent
+        readers = [
+            str(path.relative_to(root))
+            for package in ("authserver", "mcp_endpoint", "codex_site", "codex_metrics", "notebook", "common")
+            for path in (root / package).rglob("*.py")
+            if '"bearer"' in path.read_text().lower()
+        ]
+        self.assertEqual(readers, ["common/inputs.py"])

@@ -2,9 +2,10 @@
 
 import dataclasses
 import threading
+import time
 from unittest import mock
 
-from django.db import OperationalError
+from django.db import OperationalError, connection
 from django.test import override_settings
 
 from mcp_endpoint.tools import TOOLS_BY_NAME
@@ -66,15 +67,22 @@ class DeadlineTest(GrantTestCase):
         if not on_postgres():
             self.skipTest("the deadline is PostgreSQL's (SQLite's writers wait on their own busy timeout)")
         released = threading.Event()
-        # Let go well after the deadline: without it the call answers success then (and the
-        # event loop's executor, shut down at the end of the call, waits for this thread).
+        # Let go well after the deadline: without it the call answers success then.
         timer = threading.Timer(3, released.set)
         timer.start()
         self.addCleanup(timer.cancel)
+        held: list[int] = []  # the stuck worker's database session
 
         def stuck(*args, **kwargs):
+            held.append(connection.connection.info.backend_pid)
             released.wait(30)
             return {"entries": []}
+
+        # The worker thread outlives the call, holding the session its token check opened: the
+        # test ends only once the worker has let go of it, else it is still connected when the
+        # test database is dropped (a worker is the boundary's, not the call's).
+        self.addCleanup(self.wait_until_closed, held)
+        self.addCleanup(released.set)
 
         tool = dataclasses.replace(TOOLS_BY_NAME["field_notes_search"], adapter=stuck)
         with (
@@ -85,3 +93,12 @@ class DeadlineTest(GrantTestCase):
             error = self.call_error("field_notes_search", {})
         self.assertEqual(error["code"], "unavailable")
         self.assertIn("did not answer within 1 s", "\n".join(logged.output))
+
+    def wait_until_closed(self, sessions: list[int]) -> None:
+        for _ in range(3000):
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(%s)", [sessions])
+                if not cursor.fetchone()[0]:
+                    return
+            time.sleep(0.01)
+        self.fail(f"the stuck worker still holds its database session {sessions} after 30 s")

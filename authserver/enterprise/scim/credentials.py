@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from authserver.enterprise.scim.models import Organization
 from common.audit import audit
+from common.inputs import bearer_credential
 
 PREFIX = "codex_scim_"
 # A presented credential longer than this is not one (issued ones are 54 characters).
@@ -43,9 +44,8 @@ def revoke(*, organization: Organization) -> None:
 
 def organization_for(authorization: str | None) -> Organization | None:
     """The organization whose credential an ``Authorization: Bearer`` header carries, or None."""
-    scheme, _, credential = (authorization or "").partition(" ")
-    credential = credential.strip()
-    if scheme.lower() != "bearer" or not credential or len(credential) > MAX_LENGTH:
+    credential = bearer_credential(authorization)
+    if credential is None or len(credential) > MAX_LENGTH:
         return None
     presented = checksum(credential)
     organization = Organization.objects.filter(credential_checksum=presented).first()
