@@ -1,7 +1,5 @@
 """Site-wide middleware."""
 
-import base64
-import binascii
 import logging
 from collections.abc import AsyncIterator, Callable, Iterator
 
@@ -11,6 +9,7 @@ from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.http.multipartparser import MultiPartParserError
 
+from authserver.clients.authentication import MalformedAuthorization, basic_credentials
 from authserver.oauth.parameters import endpoint_refusal
 from codex_site import errors
 from common.outage import UNAVAILABLE_ERRORS, log_database_unavailable
@@ -122,14 +121,12 @@ def _nul_in(request: HttpRequest) -> str | None:
         return "query string"
     if request.method == "POST" and request.content_type in FORM_TYPES and _holds_nul(request.POST):
         return "form fields"
-    scheme, _, credentials = request.META.get("HTTP_AUTHORIZATION", "").partition(" ")
-    if scheme.lower() == "basic":
-        try:
-            decoded = base64.b64decode(credentials, validate=False)
-        except (binascii.Error, ValueError):
-            return None  # DOT refuses undecodable credentials itself
-        if b"\x00" in decoded or b"%00" in decoded:
-            return "credentials"
+    try:
+        basic = basic_credentials(request.META.get("HTTP_AUTHORIZATION"))
+    except MalformedAuthorization:
+        return None  # the client authentication refuses a header it cannot read, as invalid_request
+    if basic is not None and any("\x00" in part for part in basic):  # form-decoded: %00 is U+0000
+        return "credentials"
     return None
 
 
