@@ -239,6 +239,13 @@ class ConcurrencyTest(TransactionTestCase):
 
     def test_concurrent_first_calls_create_one_codex(self) -> None:
         dave = get_user_model().objects.create_user("dave")
-        results = run_together(lambda: services.codex_for_user(user=dave), count=10)
+
+        def first_call() -> Codex:
+            # Each call with its own user, read afresh, as each tool call's token check reads it:
+            # one instance shared by the threads would hand one thread another's unsaved codex
+            # through the instance's cache of user.codex.
+            return services.codex_for_user(user=get_user_model().objects.get(pk=dave.pk))
+
+        results = run_together(first_call, count=10)
         self.assertEqual(len({codex.pk for codex in results if not isinstance(codex, Exception)}), 1)
         self.assertEqual([r for r in results if isinstance(r, Exception)], [])
