@@ -446,7 +446,7 @@ REGISTER: tuple[Internal, ...] = (
     Internal(
         MCP,
         "mcp.server._otel.OpenTelemetryMiddleware, which Server puts in its (provisional) middleware list",
-        ("common/tracing.py", "tests/test_tracing.py"),
+        ("common/tracing.py", "mcp_endpoint/server.py", "tests/test_tracing.py"),
         "OpenTelemetryMiddleware",
         "the MCP span of each request (continuing the client's traceparent from _meta) is the SDK's own",
     ),

@@ -18,6 +18,7 @@ from typing import Any
 
 import mcp_types as types
 from django.conf import settings
+from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.caching import CacheHint
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
@@ -180,7 +181,11 @@ def create_server(instance: identity.Instance | None = None) -> Server[Any]:
         )
 
     server.add_request_handler("server/discover", types.RequestParams, discover)
-    # Inside the SDK's own (OpenTelemetry's span stays the outermost): a tools/call result goes
-    # out as the handler built it, in its version's wire form, without a second validation.
+    # The SDK's span while tracing is on, outermost (common.tracing.WhileTracing); inside it, a
+    # tools/call result goes out as the handler built it, in its version's wire form, without a
+    # second validation.
+    server.middleware[:] = [
+        tracing.WhileTracing(item) if isinstance(item, OpenTelemetryMiddleware) else item for item in server.middleware
+    ]
     server.middleware.append(ServedToolResults(server, call_tool))
     return server

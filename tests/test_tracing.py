@@ -2,6 +2,7 @@
 the service and the statements under it, and nothing secret in any span; off (no SDK
 provider at all) unless the OTEL_* variables ask for it."""
 
+import asyncio
 import datetime as dt
 import http.server
 import json
@@ -165,6 +166,36 @@ class TracingTests(LiveServerTestCase):
                 self.assertNotIn(value, text, f"the {name} reached the span {span.name}")
 
 
+class WhileTracingTests(SimpleTestCase):
+    """The SDK's span middleware is entered only while tracing is on."""
+
+    def passes(self) -> list[str]:
+        passed: list[str] = []
+
+        async def span(ctx, call_next):
+            passed.append("span")
+            return await call_next(ctx)
+
+        async def inner(ctx):
+            passed.append("inner")
+            return {"ctx": ctx}
+
+        result = asyncio.run(tracing.WhileTracing(span)("the context", inner))
+        self.assertEqual(result, {"ctx": "the context"})
+        return passed
+
+    def test_off_the_message_goes_straight_on(self) -> None:
+        self.assertFalse(tracing.enabled)
+        self.assertEqual(self.passes(), ["inner"])
+
+    def test_on_it_goes_through_the_span(self) -> None:
+        tracing.install()
+        try:
+            self.assertEqual(self.passes(), ["span", "inner"])
+        finally:
+            tracing.uninstall()
+
+
 class TracingConfigurationTests(SimpleTestCase):
     def provider_in_a_server_process(self, environ: dict[str, str]) -> subprocess.CompletedProcess:
         code = (
@@ -313,6 +344,9 @@ class InternalsTests(SimpleTestCase):
         from mcp_endpoint.exchange import ServedToolResults
         from mcp_endpoint.server import create_server
 
-        # The SDK's own span stays the outermost; inside it, the seam that serves tool results.
-        middleware = create_server().middleware
-        self.assertEqual([type(item) for item in middleware], [OpenTelemetryMiddleware, ServedToolResults])
+        # The SDK's own span stays the outermost (while tracing is on); inside it, the seam that
+        # serves tool results.
+        span, served = create_server().middleware
+        self.assertIsInstance(span, tracing.WhileTracing)
+        self.assertIsInstance(span.middleware, OpenTelemetryMiddleware)
+        self.assertIsInstance(served, ServedToolResults)
