@@ -425,6 +425,18 @@ REGISTER: tuple[Internal, ...] = (
     ),
     Internal(
         MCP,
+        "mcp.server.runner._extract_meta; ServerRequestContext built with no session (the field is typed "
+        "ServerSession); Server.middleware composed outermost-first and called as ServerRunner._on_request "
+        "composes and calls it (_compose_server_middleware, _apply_middleware), the kernel's _inner never reached "
+        "for a tools/call",
+        ("mcp_endpoint/exchange.py", "tests/test_mcp_exchange.py"),
+        "tool_call",
+        "a tools/call runs the server's middleware (the SDK's span, ServedToolResults) without the per-request "
+        "session, connection and teardown, which no tool handler here uses; the same bytes in every version and "
+        "error form (tests/test_mcp_exchange.py)",
+    ),
+    Internal(
+        MCP,
         "Server.middleware (provisional) holding a middleware that answers tools/call without call_next: "
         "mcp_types.methods.validate_client_request and CallToolRequestParams.model_validate as the kernel runs "
         "them, Server.server_info_stamp as _stamp_server_info adds it, Server.cache_hints empty for tools/call",

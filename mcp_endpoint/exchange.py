@@ -18,7 +18,10 @@ parsed, and its answer is written once:
 - ``answer`` dispatches it as the transport would (the version's connection, the request as
   the handler's context) and writes the result or the error as that version's transport writes
   it: 2026-07-28's JSON text with the status its error code maps to, the handshake versions'
-  pydantic JSON with 200.
+  pydantic JSON with 200. A ``tools/call`` goes through the server's middleware alone
+  (``tool_call``), which is all of the kernel a tool call here uses: the per-request session,
+  connection and teardown around them cost a tenth of a get's CPU and serve a handler that
+  never sends anything back.
 - ``ServedToolResults``, a server middleware, hands a ``tools/call`` result on in the wire form
   the SDK's per-version result schema would give it (``mcp_endpoint.results`` builds it so),
   instead of the SDK validating and dumping it again; the request is validated as the SDK
@@ -30,6 +33,7 @@ a server each way, in every protocol version, and compares the answers byte for 
 """
 
 import codecs
+import functools
 import gc
 import json
 import logging
@@ -45,6 +49,7 @@ from mcp.server.connection import Connection
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.lowlevel.server import lifespan as default_lifespan
+from mcp.server.runner import _extract_meta as extract_meta
 from mcp.server.runner import modern_error_data, serve_one
 from mcp.server.streamable_http import check_accept_headers
 from mcp.shared.exceptions import MCPError, NoBackChannelError
@@ -58,7 +63,7 @@ from mcp.shared.inbound import (
 from mcp.shared.jsonrpc_dispatcher import handler_exception_to_error_data, progress_token_from_params
 from mcp.shared.message import ServerMessageMetadata
 from mcp.shared.transport_context import TransportContext
-from mcp_types import METHOD_NOT_FOUND, SERVER_INFO_META_KEY, ErrorData
+from mcp_types import INTERNAL_ERROR, METHOD_NOT_FOUND, SERVER_INFO_META_KEY, ErrorData
 from mcp_types import methods as sdk_methods
 from starlette.requests import Request
 from starlette.types import Receive, Scope
@@ -157,22 +162,11 @@ class Exchange:
         request = Request(scope, receive)
         request_id, method, params = message["id"], message["method"], message.get("params")
         modern = route.verdict is not None
-        if route.verdict is not None:
-            verdict = route.verdict
-            connection = Connection.from_envelope(
-                verdict.protocol_version, verdict.client_info, verdict.client_capabilities
-            )
-            transport = TransportContext(kind="streamable-http", can_send_request=False, headers=request.headers)
-            metadata = ServerMessageMetadata(request_context=request)
-        else:
-            connection = Connection.from_envelope(route.version, None, None)
-            transport = TransportContext(kind="streamable-http", can_send_request=False)
-            metadata = ServerMessageMetadata(request_context=request, can_send_request=False)
-        context = _DispatchContext(transport, request_id, metadata, progress_token_from_params(params))
         try:
-            result = await serve_one(
-                self.server, context, method, params, connection=connection, lifespan_state=self.lifespan_state
-            )
+            if method == "tools/call":
+                result = await self.tool_call(request, route.protocol_version, request_id, params)
+            else:
+                result = await self.kernel(request, route, request_id, method, params)
         except MCPError as error:
             return _error(request_id, error.error, modern=modern)
         except TokenRefused:
@@ -192,6 +186,56 @@ class Exchange:
         reply = types.JSONRPCResponse(jsonrpc="2.0", id=request_id, result=result)
         return Answer(200, reply.model_dump_json(by_alias=True, exclude_unset=True).encode(), False, None)
 
+    async def kernel(
+        self, request: Request, route: "Route", request_id: types.RequestId, method: str, params: Any
+    ) -> dict[str, Any]:
+        """The message through the kernel, with the version's connection and the request as the
+        handler's context, as the version's transport hands it over."""
+        if route.verdict is not None:
+            verdict = route.verdict
+            connection = Connection.from_envelope(
+                route.protocol_version, verdict.client_info, verdict.client_capabilities
+            )
+            transport = TransportContext(kind="streamable-http", can_send_request=False, headers=request.headers)
+            metadata = ServerMessageMetadata(request_context=request)
+        else:
+            connection = Connection.from_envelope(route.protocol_version, None, None)
+            transport = TransportContext(kind="streamable-http", can_send_request=False)
+            metadata = ServerMessageMetadata(request_context=request, can_send_request=False)
+        context = _DispatchContext(transport, request_id, metadata, progress_token_from_params(params))
+        return await serve_one(
+            self.server, context, method, params, connection=connection, lifespan_state=self.lifespan_state
+        )
+
+    async def tool_call(
+        self, request: Request, version: str, request_id: types.RequestId, params: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
+        """A ``tools/call`` through the server's middleware alone, as the kernel runs it (the
+        SDK's span while tracing is on, then ``ServedToolResults``, which validates the request
+        as the kernel does and answers it), without the rest of the kernel around them: the
+        per-request session and its connection's teardown, which a tool handler here never uses
+        (it sends nothing back: a JSON response has no way to carry it)."""
+        ctx: ServerRequestContext[Any, Any] = ServerRequestContext(
+            session=None,  # type: ignore[arg-type]  # no handler here reads it (the docstring)
+            lifespan_context=self.lifespan_state,
+            protocol_version=version,
+            method="tools/call",
+            params=params,
+            request_id=request_id,
+            meta=extract_meta(params),  # the span's trace context, read as the kernel reads it
+            request=request,
+        )
+        call: CallNext = _unanswered
+        for middleware in reversed(self.server.middleware):
+            call = functools.partial(middleware, call_next=call)
+        return await call(ctx)
+
+
+async def _unanswered(ctx: ServerRequestContext[Any, Any]) -> HandlerResult:
+    """Past the last middleware: ``ServedToolResults`` answers every tools/call it is given
+    while the fast path is on, so reaching here is a switch turned in mid-request."""
+    raise MCPError(code=INTERNAL_ERROR, message="tools/call was not answered")
+
 
 @dataclass(frozen=True, slots=True)
 class Route:
@@ -200,6 +244,11 @@ class Route:
 
     version: str
     verdict: InboundModernRoute | None
+
+    @property
+    def protocol_version(self) -> str:
+        """The version the message is served in (the connection's): 2026-07-28's from its envelope."""
+        return self.verdict.protocol_version if self.verdict is not None else self.version
 
 
 def _error(request_id: types.RequestId, error: ErrorData, *, modern: bool) -> Answer:

@@ -17,7 +17,7 @@ from hypothesis import settings as examples
 from hypothesis import strategies as st
 from mcp.server import runner
 
-from mcp_endpoint.exchange import ServedToolResults, json_written
+from mcp_endpoint.exchange import Exchange, ServedToolResults, json_written
 from mcp_endpoint.server import create_server
 from notebook.limits import MAX_ARGUMENT_MEMBERS
 from tests.http_client import MODERN, OLDEST, post, rpc_body
@@ -123,14 +123,21 @@ class SameBytesEitherWayTest(LiveServerTestCase):
         # (An update's success is another revision each time, so not in the table; it is written
         # by the same code as a get's.)
         kernel = mock.Mock(wraps=runner.serve_one)
-        with mock.patch("mcp_endpoint.exchange.serve_one", kernel):
+        with (
+            mock.patch("mcp_endpoint.exchange.serve_one", kernel),
+            mock.patch.object(Exchange, "tool_call", autospec=True, side_effect=Exchange.tool_call) as tool_calls,
+        ):
             with override_settings(CODEX_FAST_PATH=True):
                 with_seam = self.answers()
-            served_by_the_seam = kernel.call_count
+            served_by_the_seam = (kernel.call_count, tool_calls.call_count)
             with override_settings(CODEX_FAST_PATH=False):
                 without = self.answers()
-        self.assertEqual(kernel.call_count, served_by_the_seam)  # the control went through the SDK's transport
-        self.assertGreaterEqual(served_by_the_seam, len(VERSIONS) * len(self.tool_calls()))
+        # The control went through the SDK's transport.
+        self.assertEqual((kernel.call_count, tool_calls.call_count), served_by_the_seam)
+        # Every tool call of the table went the fast lane's way (each a tool_call), the other
+        # requests through the kernel.
+        self.assertGreaterEqual(served_by_the_seam[1], len(VERSIONS) * len(self.tool_calls()))
+        self.assertGreaterEqual(served_by_the_seam[0], len(VERSIONS) * 2)
         statuses = set()
         for (name, *seam), (_, *plain) in zip(with_seam, without, strict=True):
             with self.subTest(name):
