@@ -1,9 +1,10 @@
 """The seam of ``mcp_endpoint.exchange`` changes no byte: the same requests, sent to the live
 server with the fast path on (a tool call through the server's middleware, any other message
-through the SDK's kernel, the answer written once, a tool result handed on as served) and off (the SDK's transport and its result validation), get
-the same status, content type and body, in every protocol version, for every tool and every
-error form: notebook errors, schema violations, protocol errors (-32602), an unknown tool, an
-unknown method, a handshake, a notification and the answers of a batch."""
+through the SDK's kernel, the answer written once, a tool result handed on as served) and off
+(the SDK's transport and its result validation), get the same status, content type and body, in
+every protocol version, for every tool and every error form: notebook errors, schema
+violations, protocol errors (-32602), an unknown tool, an unknown method, a handshake, a
+notification and the answers of a batch."""
 
 import asyncio
 import json
