@@ -18,8 +18,8 @@ its operation (``SELECT``, ``INSERT``...). No span carries an argument, a statem
 or parameters, a token or a cookie: ids, names and codes only.
 
 Off, that middleware is not entered (``WhileTracing``): on the API's no-op tracer its span
-records nothing and nothing below reads the context it would attach, yet it cost a get about
-a tenth of its CPU (docs/performance.md).
+records nothing and nothing below reads the context it would attach, yet entering it cost
+2 to 5 % of a tool call's CPU (docs/performance.md).
 
 Names outside documented APIs (the first two in ``common.internals``):
 
