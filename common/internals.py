@@ -100,6 +100,14 @@ REGISTER: tuple[Internal, ...] = (
         "health_check_done",
         "a quiet idle connection passes the health check without Django's SELECT 1 round trip",
     ),
+    Internal(
+        DJANGO,
+        "DatabaseWrapper._configure_connection (overridden): what init_connection_state and the pool's configure "
+        "callback run on each new connection, its return value asking for a commit",
+        ("codex_site/postgresql/base.py",),
+        "_configure_connection",
+        "each session runs without parallel query, set once per connection (Django's own time zone is set there)",
+    ),
     # --- Django: a registration's metadata, as DOT's view reads it ------------------------------
     Internal(
         DJANGO,

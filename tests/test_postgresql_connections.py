@@ -30,6 +30,27 @@ def wait_until_readable(raw, seconds: float = 30) -> None:
 
 
 @unittest.skipUnless(connection.vendor == "postgresql", "PostgreSQL's connections")
+class SessionSettingsTest(SimpleTestCase):
+    """Every session runs without parallel query (``codex_site.postgresql.SESSION_SETTINGS``):
+    a connection Django opens, and one its pool opens."""
+
+    def parallel_workers(self, **settings) -> str:
+        wrapper = type(connections["default"])({**connection.settings_dict, **settings}, alias="settings_probe")
+        try:
+            return driver.run(wrapper, "SHOW max_parallel_workers_per_gather", [], driver.fetchone)[0]
+        finally:
+            wrapper.close()
+            wrapper.close_pool()
+
+    def test_a_new_connection_has_no_parallel_workers(self) -> None:
+        self.assertEqual(self.parallel_workers(), "0")
+
+    def test_a_pooled_connection_has_no_parallel_workers(self) -> None:
+        options = {**connection.settings_dict["OPTIONS"], "pool": {"min_size": 1, "max_size": 1}}
+        self.assertEqual(self.parallel_workers(OPTIONS=options, CONN_MAX_AGE=0), "0")
+
+
+@unittest.skipUnless(connection.vendor == "postgresql", "PostgreSQL's connections")
 class HealthCheckTest(TestCase):
     """A second connection to the test database, persistent as in production (the test runner
     makes the tests' own connections non-persistent), checked as each tool call checks it."""
