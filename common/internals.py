@@ -465,7 +465,8 @@ REGISTER: tuple[Internal, ...] = (
     # --- Traces (common.tracing) -------------------------------------------------------------------
     Internal(
         MCP,
-        "mcp.server._otel.OpenTelemetryMiddleware, which Server puts in its (provisional) middleware list",
+        "mcp.server._otel.OpenTelemetryMiddleware, which Server puts in its (provisional) middleware list; "
+        "mcp.shared._otel.extract_trace_context, the trace context it reads from a request's _meta",
         ("common/tracing.py", "mcp_endpoint/server.py", "tests/test_tracing.py"),
         "OpenTelemetryMiddleware",
         "the MCP span of each request (continuing the client's traceparent from _meta) is the SDK's own",

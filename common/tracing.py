@@ -17,9 +17,10 @@ else from the HTTP headers (``mcp_endpoint.http`` attaches that context). Under 
 its operation (``SELECT``, ``INSERT``...). No span carries an argument, a statement's text
 or parameters, a token or a cookie: ids, names and codes only.
 
-Off, that middleware is not entered (``WhileTracing``): on the API's no-op tracer its span
-records nothing and nothing below reads the context it would attach, yet entering it cost
-2 to 5 % of a tool call's CPU (docs/performance.md).
+Off, that middleware is entered only for a message that continues a client's trace
+(``WhileTracing``): on the API's no-op tracer its span records nothing, and the trace's id in
+the tool call's log line is all it gives; entering it cost 2 to 5 % of a tool call's CPU
+(docs/performance.md).
 
 Names outside documented APIs (the first two in ``common.internals``):
 
@@ -37,6 +38,7 @@ import sys
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from mcp.shared._otel import extract_trace_context
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 
@@ -66,14 +68,17 @@ def span(name: str, attributes: Mapping[str, Any] | None = None, kind: trace.Spa
 
 
 class WhileTracing:
-    """A server middleware (the SDK's ``(ctx, call_next)``) that runs only while tracing is on,
-    read on each message as ``span`` reads it; off, the message goes straight on."""
+    """A server middleware (the SDK's ``(ctx, call_next)``, its span middleware inside) that runs
+    while tracing is on, read on each message as ``span`` reads it, or when the message continues
+    a client's trace (a ``traceparent`` in its ``_meta``, read as the SDK reads it): off, the span
+    records nothing, but the context it makes current carries that trace's id to the tool call's
+    log line (``mcp_endpoint.calls``). Any other message goes straight on."""
 
     def __init__(self, middleware: Callable[..., Any]) -> None:
         self.middleware = middleware
 
     async def __call__(self, ctx: Any, call_next: Callable[..., Any]) -> Any:
-        if not enabled:
+        if not enabled and extract_trace_context(ctx.meta) is None:
             return await call_next(ctx)
         return await self.middleware(ctx, call_next)
 

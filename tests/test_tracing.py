@@ -13,6 +13,7 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
+from types import SimpleNamespace
 from unittest import mock
 
 from django.contrib.auth import get_user_model
@@ -167,9 +168,12 @@ class TracingTests(LiveServerTestCase):
 
 
 class WhileTracingTests(SimpleTestCase):
-    """The SDK's span middleware is entered only while tracing is on."""
+    """The SDK's span middleware is entered while tracing is on, or for a message that continues
+    a client's trace (its id goes to the tool call's log line); otherwise not at all."""
 
-    def passes(self) -> list[str]:
+    TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+    def passes(self, meta) -> list[str]:
         passed: list[str] = []
 
         async def span(ctx, call_next):
@@ -180,18 +184,25 @@ class WhileTracingTests(SimpleTestCase):
             passed.append("inner")
             return {"ctx": ctx}
 
-        result = asyncio.run(tracing.WhileTracing(span)("the context", inner))
-        self.assertEqual(result, {"ctx": "the context"})
+        ctx = SimpleNamespace(meta=meta)
+        result = asyncio.run(tracing.WhileTracing(span)(ctx, inner))
+        self.assertEqual(result, {"ctx": ctx})
         return passed
 
-    def test_off_the_message_goes_straight_on(self) -> None:
+    def test_off_a_message_goes_straight_on(self) -> None:
         self.assertFalse(tracing.enabled)
-        self.assertEqual(self.passes(), ["inner"])
+        self.assertEqual(self.passes(None), ["inner"])
+        self.assertEqual(self.passes({"protocolVersion": "2026-07-28"}), ["inner"])
+        self.assertEqual(self.passes({"traceparent": "not a trace"}), ["inner"])
 
-    def test_on_it_goes_through_the_span(self) -> None:
+    def test_off_a_message_that_continues_a_trace_goes_through_the_span(self) -> None:
+        self.assertFalse(tracing.enabled)
+        self.assertEqual(self.passes({"traceparent": self.TRACEPARENT}), ["span", "inner"])
+
+    def test_on_every_message_goes_through_the_span(self) -> None:
         tracing.install()
         try:
-            self.assertEqual(self.passes(), ["span", "inner"])
+            self.assertEqual(self.passes(None), ["span", "inner"])
         finally:
             tracing.uninstall()
 
