@@ -211,10 +211,11 @@ class Exchange:
         self, request: Request, version: str, request_id: types.RequestId, params: Mapping[str, Any] | None
     ) -> dict[str, Any]:
         """A ``tools/call`` through the server's middleware alone, as the kernel runs it (the
-        SDK's span while tracing is on, then ``ServedToolResults``, which validates the request
-        as the kernel does and answers it), without the rest of the kernel around them: the
-        per-request session and its connection's teardown, which a tool handler here never uses
-        (it sends nothing back: a JSON response has no way to carry it)."""
+        SDK's span while tracing is on or the message continues a trace, then
+        ``ServedToolResults``, which validates the request as the kernel does and answers it),
+        without the rest of the kernel around them: the per-request session and its
+        connection's teardown, which a tool handler here never uses (it sends nothing back: a
+        JSON response has no way to carry it)."""
         ctx: ServerRequestContext[Any, Any] = ServerRequestContext(
             session=None,  # type: ignore[arg-type]  # no handler here reads it (the docstring)
             lifespan_context=self.lifespan_state,

@@ -181,9 +181,9 @@ def create_server(instance: identity.Instance | None = None) -> Server[Any]:
         )
 
     server.add_request_handler("server/discover", types.RequestParams, discover)
-    # The SDK's span while tracing is on, outermost (common.tracing.WhileTracing); inside it, a
-    # tools/call result goes out as the handler built it, in its version's wire form, without a
-    # second validation.
+    # The SDK's span while tracing is on or a message continues a client's trace, outermost
+    # (common.tracing.WhileTracing); inside it, a tools/call result goes out as the handler
+    # built it, in its version's wire form, without a second validation.
     server.middleware[:] = [
         tracing.WhileTracing(item) if isinstance(item, OpenTelemetryMiddleware) else item for item in server.middleware
     ]
